@@ -1,0 +1,35 @@
+/* coop.h - the cooperative budget: a thread-local count of how much work the
+ * task being polled may still do before it must give the thread back.
+ *
+ * A scheduler calls coop_reset() before each poll of a task. The runtime's own
+ * leaf futures (channel receive, yield, timer, I/O readiness) call
+ * coop_proceed() first: while budget remains it takes one unit and says go on;
+ * at zero it wakes the task (so it will be polled again) and says stop, and
+ * the leaf returns POLL_PENDING before doing anything. Checking before the side
+ * effect matters: a leaf that consumed a message and then returned Pending
+ * would lose it. Harmless before stage 07: outside a scheduler the budget is
+ * unlimited.
+ */
+#ifndef LAB_COOP_H
+#define LAB_COOP_H
+
+#include <stdbool.h>
+#include "waker.h"
+
+#define COOP_BUDGET_DEFAULT 128u
+
+/* Sets this thread's budget (a scheduler does this before polling a task). */
+void coop_reset(unsigned units);
+/* Unlimited budget on this thread (the state outside any scheduler). */
+void coop_unlimit(void);
+/* Takes one unit. At zero: wakes cx's waker by reference, returns false. */
+bool coop_proceed(struct context *cx);
+/* Units left; UINT_MAX means unlimited. */
+unsigned coop_remaining(void);
+
+/* The escape hatch: run a block with an unlimited budget, restoring the old
+ * budget afterwards. Documented as an escape hatch, not a tool for speed. */
+unsigned coop_unconstrained_begin(void);
+void coop_unconstrained_end(unsigned saved);
+
+#endif

@@ -1,0 +1,271 @@
+/* harness.c - records, completion sentinel, crash and hang backtraces. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "../lab_todo.h"
+
+static int record_fd = 2;             /* the record, or stderr */
+static char test_id[256];             /* "suite::test" */
+static double test_timeout_s;
+static atomic_bool test_done;         /* set by lab_test_end; read by the watchdog */
+
+#define DUMP_SIGNAL (SIGRTMIN + 4)
+
+static void record(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void record(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = sizeof line - 1;
+    /* one write() per line: O_APPEND keeps lines whole across threads */
+    ssize_t ignored = write(record_fd, line, (size_t)n);
+    (void)ignored;
+}
+
+/* Writes the calling thread's backtrace; async-signal tolerant once warmed. */
+static void write_backtrace(const char *why)
+{
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    char head[128];
+    int len = snprintf(head, sizeof head, "BT-BEGIN %d %ld %s\n", (int)getpid(),
+                       (long)syscall(SYS_gettid), why);
+    ssize_t ignored = write(record_fd, head, (size_t)len);
+    backtrace_symbols_fd(frames, n, record_fd);
+    len = snprintf(head, sizeof head, "BT-END\n");
+    ignored = write(record_fd, head, (size_t)len);
+    (void)ignored;
+}
+
+/* ---- hang dump: the watchdog signals each thread in turn ---------------- */
+
+static atomic_int dump_ack; /* set by the signalled thread once its backtrace is out */
+
+static void dump_handler(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    write_backtrace("hang");
+    atomic_store_explicit(&dump_ack, 1, memory_order_release); /* pairs with the watchdog's acquire poll */
+    errno = saved;
+}
+
+static void dump_all_threads(void)
+{
+    pid_t pid = getpid();
+    long self = syscall(SYS_gettid);
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        long tid = strtol(e->d_name, NULL, 10);
+        if (tid == self)
+            continue;
+        char path[64], comm[64] = "?";
+        snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+            ssize_t n = read(fd, comm, sizeof comm - 1);
+            comm[n > 0 ? n : 0] = 0;
+            comm[strcspn(comm, "\n")] = 0;
+            close(fd);
+        }
+        char state = '?';
+        snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            char buf[512];
+            if (fgets(buf, sizeof buf, f)) {
+                char *p = strrchr(buf, ')');
+                if (p && p[1] == ' ')
+                    state = p[2];
+            }
+            fclose(f);
+        }
+        record("THREAD %d %ld %s %c\n", (int)pid, tid, comm, state);
+        atomic_store_explicit(&dump_ack, 0, memory_order_relaxed);
+        if (syscall(SYS_tgkill, pid, tid, DUMP_SIGNAL) != 0)
+            continue;
+        for (int i = 0; i < 200 && !atomic_load_explicit(&dump_ack, memory_order_acquire); i++)
+            lab_sleep_ms(5); /* a thread that cannot take the signal gets 1 s */
+    }
+    closedir(d);
+}
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    /* Fire at 80% of the timeout, and at least 0.3 s before it. */
+    double at = test_timeout_s * 0.8;
+    if (test_timeout_s - at < 0.3)
+        at = test_timeout_s - 0.3;
+    if (at < 0.1)
+        at = 0.1;
+    struct timespec ts = { .tv_sec = (time_t)at, .tv_nsec = (long)((at - (double)(time_t)at) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    if (atomic_load_explicit(&test_done, memory_order_acquire)) /* pairs with lab_test_end's release */
+        return NULL;
+    record("HANG %d %s still running after %.1f s of its %.1f s limit\n", (int)getpid(),
+           test_id, at, test_timeout_s);
+    dump_all_threads();
+    record("HANG-END %d\n", (int)getpid());
+    return NULL;
+}
+
+/* ---- crashes ------------------------------------------------------------ */
+
+static void crash_handler(int sig)
+{
+    char line[128];
+    int len = snprintf(line, sizeof line, "CRASH %d %s\n", (int)getpid(), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    ssize_t ignored = write(record_fd, line, (size_t)len);
+    (void)ignored;
+    write_backtrace("crash");
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_handlers(void)
+{
+    static char altstack[1 << 16];
+    stack_t ss = { .ss_sp = altstack, .ss_size = sizeof altstack, .ss_flags = 0 };
+    sigaltstack(&ss, NULL);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = crash_handler;
+    sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    const int crash_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
+    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
+        sigaction(crash_signals[i], &sa, NULL);
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = dump_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(DUMP_SIGNAL, &sa, NULL);
+}
+
+/* ---- begin / end ------------------------------------------------------- */
+
+void lab_test_begin(const char *suite, const char *name, double timeout_s)
+{
+    snprintf(test_id, sizeof test_id, "%s::%s", suite, name);
+    test_timeout_s = timeout_s;
+    atomic_store_explicit(&test_done, false, memory_order_relaxed);
+
+    const char *dir = getenv("LAB_RUN_DIR");
+    if (dir && *dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.%s.log", dir, suite, name);
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            record_fd = fd;
+            lab_todo_record_fd = fd;
+        }
+    }
+
+    void *warm[2];
+    backtrace(warm, 2); /* loads the unwinder now, not inside a signal handler */
+    install_handlers();
+    record("BEGIN %d %s\n", (int)getpid(), test_id);
+
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, watchdog, NULL) == 0)
+        pthread_setname_np(t, "lab-watchdog");
+    pthread_attr_destroy(&attr);
+}
+
+void lab_test_end(void)
+{
+    atomic_store_explicit(&test_done, true, memory_order_release); /* pairs with the watchdog's acquire */
+    const char *nonce = getenv("LAB_NONCE");
+    record("END %d %s %s\n", (int)getpid(), test_id, nonce ? nonce : "-");
+}
+
+/* ---- seeds, scale, notes ------------------------------------------------- */
+
+uint64_t lab_rand(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+uint64_t lab_seed(void)
+{
+    uint64_t seed;
+    const char *env = getenv("LAB_SEED");
+    if (env && *env) {
+        seed = strtoull(env, NULL, 0);
+    } else {
+        seed = UINT64_C(1469598103934665603); /* FNV-1a of the test's name */
+        for (const char *p = test_id; *p; p++)
+            seed = (seed ^ (unsigned char)*p) * UINT64_C(1099511628211);
+        seed &= UINT64_C(0xffffffff);
+    }
+    record("SEED %d %llu\n", (int)getpid(), (unsigned long long)seed);
+    if (record_fd != 2)
+        fprintf(stderr, "%s: seed %llu (replay with SEED=%llu)\n", test_id,
+                (unsigned long long)seed, (unsigned long long)seed);
+    return seed;
+}
+
+unsigned lab_scale(unsigned n, unsigned min)
+{
+    const char *env = getenv("LAB_SCALE");
+    double f = env && *env ? strtod(env, NULL) : 1.0;
+    if (!(f > 0))
+        f = 1.0;
+    double scaled = (double)n * f;
+    return scaled < (double)min ? min : (unsigned)scaled;
+}
+
+void lab_note(const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    record("NOTE %d %s\n", (int)getpid(), msg);
+    if (record_fd != 2)
+        fprintf(stderr, "%s: %s\n", test_id, msg);
+}
+
+void lab_sleep_ms(unsigned ms)
+{
+    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}

@@ -1,0 +1,41 @@
+/* harness.h - what every grader test does around its body.
+ *
+ * LAB_TEST (lab_test.h) calls lab_test_begin() before the body and
+ * lab_test_end() after it. Between the two the harness:
+ *   - writes a record of the run (BEGIN, END, SEED, NOTE, CRASH, HANG, TODO
+ *     lines) to $LAB_RUN_DIR/<suite>.<test>.log when the grader set that
+ *     variable; the grader reads these records, not what the test prints;
+ *   - counts a test as finished only when END is written: a process that
+ *     leaves early through exit(0) is reported as passed by Criterion but has
+ *     no END record, and the grader fails it;
+ *   - runs a watchdog thread that, shortly before the test's timeout, makes
+ *     every thread of the process write its backtrace (a lost wakeup shows as
+ *     a thread parked forever: the record shows where);
+ *   - writes a backtrace when the process crashes on a signal.
+ */
+#ifndef LAB_HARNESS_H
+#define LAB_HARNESS_H
+
+#include <stdint.h>
+
+void lab_test_begin(const char *suite, const char *name, double timeout_s);
+void lab_test_end(void);
+
+/* The seed of a randomized test: $LAB_SEED when set, else a fixed seed made
+ * from the test's name. Recorded and printed so `make grade ... SEED=n`
+ * replays the run. */
+uint64_t lab_seed(void);
+/* A small, fast, seedable generator (splitmix64) for randomized tests. */
+uint64_t lab_rand(uint64_t *state);
+
+/* Scales an iteration count by $LAB_SCALE (a factor, default 1; the Valgrind
+ * lane uses a small one). Never returns less than `min`. */
+unsigned lab_scale(unsigned n, unsigned min);
+
+/* A line of measured figures in the record (and on stderr). */
+void lab_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Milliseconds of wall-clock sleep (for tests that give another thread time). */
+void lab_sleep_ms(unsigned ms);
+
+#endif

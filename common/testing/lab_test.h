@@ -1,0 +1,41 @@
+/* lab_test.h - the one include of every grader test.
+ *
+ * Tests are written with Criterion's Test/TestSuite/cr_assert* macros and
+ * LAB_TEST below. The same source builds two ways:
+ *   - against Criterion (plain, race and Valgrind lanes);
+ *   - against the stand-in in standin/criterion/criterion.h (the TSan lane:
+ *     ThreadSanitizer cannot run inside Criterion), selected by putting
+ *     standin/ first on the include path.
+ * Use only the macros the stand-in implements: Test, TestSuite, cr_assert,
+ * cr_assert_not, cr_assert_eq/neq/lt/leq/gt/geq, cr_assert_null/not_null,
+ * cr_fail.
+ */
+#ifndef LAB_TEST_H
+#define LAB_TEST_H
+
+#include <criterion/criterion.h>
+#include "harness.h"
+
+/* The Valgrind lane builds with a larger scale: every timeout stretches. */
+#ifndef LAB_TIMEOUT_SCALE
+#define LAB_TIMEOUT_SCALE 1
+#endif
+
+/* A graded test. Its timeout (seconds, before scaling) is required: a test
+ * without one could hang forever. The body is an ordinary function; the test
+ * counts as finished only if the body returns (see harness.h). */
+#define LAB_TEST(suite, name, timeout_s)                                      \
+    static void lab_body_##suite##_##name(void);                              \
+    Test(suite, name, .timeout = (double)(timeout_s) * LAB_TIMEOUT_SCALE)     \
+    {                                                                         \
+        lab_test_begin(#suite, #name, (double)(timeout_s) * LAB_TIMEOUT_SCALE); \
+        lab_body_##suite##_##name();                                          \
+        lab_test_end();                                                       \
+    }                                                                         \
+    static void lab_body_##suite##_##name(void)
+
+/* A suite whose tests have no timeout of their own get this one. */
+#define LAB_SUITE(suite, timeout_s) \
+    TestSuite(suite, .timeout = (double)(timeout_s) * LAB_TIMEOUT_SCALE)
+
+#endif

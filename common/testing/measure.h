@@ -1,0 +1,39 @@
+/* measure.h - counting what code costs: allocations, polls, CPU time.
+ *
+ * Allocation counter: the grader links tests with -Wl,--wrap=malloc (and
+ * calloc, realloc, free, aligned_alloc, posix_memalign), so every allocation
+ * made by the code under test passes through here. Counting is off until
+ * alloc_count_start().
+ *
+ * Poll counter: poll_counter wraps any future and counts its polls.
+ *
+ * CPU time: per thread (CLOCK_THREAD_CPUTIME_ID) and per process. Waiting
+ * that costs no CPU is how a test tells parking from spinning.
+ */
+#ifndef LAB_TEST_MEASURE_H
+#define LAB_TEST_MEASURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../future.h"
+
+struct alloc_counts {
+    uint64_t allocs; /* successful malloc/calloc/aligned_alloc/posix_memalign, realloc(NULL, n) */
+    uint64_t frees;  /* free(p) with p != NULL, realloc(p, 0) */
+};
+void alloc_count_start(void);           /* zero the counts and count from now, all threads */
+struct alloc_counts alloc_count_stop(void);
+
+struct poll_counter {
+    struct future inner;
+    unsigned long polls;
+};
+/* A future that polls `inner` and counts. Output: inner's. Dropping it does
+ * not drop inner. */
+struct future poll_counter_future(struct poll_counter *pc);
+
+uint64_t thread_cpu_ns(void);
+uint64_t process_cpu_ns(void);
+uint64_t monotonic_ns(void);
+
+#endif
