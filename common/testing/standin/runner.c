@@ -207,7 +207,7 @@ int main(int argc, char **argv)
     for (struct lab_standin_test *t = ordered; t; t = t->next) {
         char id[512];
         snprintf(id, sizeof id, "%s/%s", t->suite, t->name);
-        if (filter && fnmatch(filter, id, 0) != 0)
+        if (filter && fnmatch(filter, id, FNM_EXTMATCH) != 0)
             continue;
         if (list) {
             printf("%s::%s\n", t->suite, t->name);

@@ -1,0 +1,55 @@
+# The lab's only entry point.
+#
+#   make grade                       grade labs/ (your work), every stage
+#   make grade STAGE=1               one stage (1, 01 or 01-signal; or 1,2)
+#   make grade TARGET=solutions      any tree shaped like labs/
+#   make grade RESULTS=results.json  also write Gradescope's results.json
+#   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
+#   make test                        the project's own tests (instructors)
+#   make labs                        regenerate labs/ from solutions/
+#   make clean
+.POSIX:
+SHELL = /bin/sh
+
+TARGET ?= labs
+STAGE ?=
+ITEMS ?=
+TEST ?=
+SEED ?=
+RESULTS ?=
+JUNIT ?=
+WERROR ?=
+VG_SCALE ?= 0.05
+
+# The first Python that has pytest: python3 on PATH may be a build without
+# the distribution's packages, while /usr/bin/python3 has them.
+PY = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done)
+PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
+
+GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="$(TEST)" \
+	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
+	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
+	$(if $(WERROR),--werror)
+
+.PHONY: grade test labs labs-check deps deps-test clean
+
+grade: deps
+	@$(PYTEST) grader/grade $(GRADE_ARGS)
+
+test: deps-test labs-check
+	@$(PY) -m pytest -p no:cacheprovider -q --no-header -rfE grader/selftest -n 2
+
+labs:
+	@python3 grader/skeleton.py --write
+
+labs-check:
+	@python3 grader/skeleton.py --check
+
+deps:
+	@sh grader/deps.sh grade
+
+deps-test:
+	@sh grader/deps.sh test
+
+clean:
+	rm -rf build

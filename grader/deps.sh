@@ -1,0 +1,54 @@
+#!/bin/sh
+# deps.sh - make sure what the lab needs is installed (Debian/Ubuntu).
+# Installs the missing packages when it can (root, or passwordless sudo);
+# otherwise prints the one apt-get line to run and fails.
+#   deps.sh grade    what `make grade` needs
+#   deps.sh test     what `make test` needs (adds pytest-xdist)
+set -u
+need=""
+have_pytest() {
+    for p in python3 /usr/bin/python3; do
+        if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import pytest' 2>/dev/null; then return 0; fi
+    done
+    return 1
+}
+have_xdist() {
+    for p in python3 /usr/bin/python3; do
+        if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import pytest, xdist' 2>/dev/null; then return 0; fi
+    done
+    return 1
+}
+command -v gcc >/dev/null 2>&1 || need="$need gcc"
+command -v make >/dev/null 2>&1 || need="$need make"
+command -v addr2line >/dev/null 2>&1 || need="$need binutils"
+command -v patch >/dev/null 2>&1 || need="$need patch"
+[ -f /usr/include/criterion/criterion.h ] || need="$need libcriterion-dev"
+command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
+have_pytest || need="$need python3-pytest"
+if [ "${1:-grade}" = test ]; then
+    have_xdist || need="$need python3-pytest-xdist"
+fi
+# the TSan runtime comes with gcc's libtsan; check it links
+if command -v gcc >/dev/null 2>&1; then
+    tmp=$(mktemp -d)
+    printf 'int main(void){return 0;}\n' > "$tmp/t.c"
+    gcc -fsanitize=thread "$tmp/t.c" -o "$tmp/t" >/dev/null 2>&1 || need="$need libtsan2"
+    rm -rf "$tmp"
+fi
+[ -z "$need" ] && exit 0
+
+echo "missing:$need" >&2
+if [ "$(id -u)" = 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO="sudo -n"
+else
+    echo "install them with:" >&2
+    echo "  sudo apt-get install -y$need" >&2
+    exit 1
+fi
+echo "installing:$need" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q >&2 || true
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q $need >&2 || { echo "apt-get failed; run: sudo apt-get install -y$need" >&2; exit 1; }

@@ -1,0 +1,137 @@
+"""pytest plugin of the grader: one pytest item per rubric item.
+
+    pytest grader/grade --target labs [--stage 1] [--items a,b] [--test suite/name]
+                        [--seed N] [--results results.json] [--werror]
+
+The work (builds and lanes) starts in the background when the session starts;
+each item waits for what it needs and passes or fails with its diagnosis.
+The report is printed at the end of the session.
+"""
+import pathlib
+import sys
+import time
+
+import pytest
+
+GRADER = pathlib.Path(__file__).resolve().parent.parent
+ROOT = GRADER.parent
+sys.path.insert(0, str(GRADER))
+
+from lab_grader import grader as grader_mod  # noqa: E402
+from lab_grader import report, rubric  # noqa: E402
+
+_state = {"grader": None, "results": [], "start": time.monotonic(), "error": None}
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("lab grader")
+    g.addoption("--target", default=str(ROOT / "labs"), help="tree shaped like labs/ to grade")
+    g.addoption("--stage", default="", help="stages to grade: 1, 01-signal, 1,2")
+    g.addoption("--items", default="", help="only these rubric item ids (comma-separated)")
+    g.addoption("--test", default="", help="only items that run this test (suite/name)")
+    g.addoption("--seed", default="", help="seed for the randomized tests")
+    g.addoption("--results", default="", help="write Gradescope's results.json here")
+    g.addoption("--werror", action="store_true", help="compile the target with -Werror")
+    g.addoption("--build-dir", default=str(ROOT / "build" / "grade"))
+    g.addoption("--valgrind-scale", default="0.05", help="iteration factor under Valgrind")
+
+
+def _make(config):
+    stages = rubric.load_all(GRADER / "rubric")
+    selected = rubric.select(stages, config.getoption("--stage"))
+    target = pathlib.Path(config.getoption("--target"))
+    if not target.is_dir():
+        raise rubric.RubricError(f"TARGET={target}: no such directory")
+    items = [i for i in config.getoption("--items").split(",") if i]
+    seed = config.getoption("--seed") or None
+    if seed is not None and not seed.isdigit():
+        raise rubric.RubricError(f"SEED={seed}: a seed is a non-negative integer")
+    return grader_mod.Grader(
+        root=ROOT, target=target, stages=stages, selected=selected,
+        build_dir=pathlib.Path(config.getoption("--build-dir")), items=items,
+        test=config.getoption("--test") or None, seed=seed, werror=config.getoption("--werror"),
+        valgrind_scale=float(config.getoption("--valgrind-scale")))
+
+
+def pytest_configure(config):
+    try:
+        _state["grader"] = _make(config)
+    except rubric.RubricError as e:
+        _state["error"] = str(e)
+
+
+def pytest_generate_tests(metafunc):
+    if "item" not in metafunc.fixturenames:
+        return
+    g = _state["grader"]
+    if g is None:
+        metafunc.parametrize("item", [None], ids=["setup"])
+        return
+    items = g.all_items()
+    if not items:
+        metafunc.parametrize("item", [None], ids=["nothing-selected"])
+        return
+    metafunc.parametrize("item", items, ids=[i.key for i in items])
+
+
+def pytest_collection_finish(session):
+    g = _state["grader"]
+    if g is not None:
+        g.start()
+
+
+@pytest.fixture(scope="session")
+def grader():
+    if _state["error"]:
+        pytest.fail(_state["error"], pytrace=False)
+    return _state["grader"]
+
+
+def record_result(result):
+    _state["results"].append(result)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    g = _state["grader"]
+    tr = terminalreporter
+    if _state["error"]:
+        tr.write_line(f"grader: {_state['error']}", red=True)
+        return
+    results = _state["results"]
+    if not results:
+        sel = []
+        if config.getoption("--items"):
+            sel.append(f"ITEMS={config.getoption('--items')}")
+        if config.getoption("--test"):
+            sel.append(f"TEST={config.getoption('--test')}")
+        tr.write_line(f"grader: nothing to grade ({' '.join(sel) or 'no items'} matched nothing)", red=True)
+        return
+    tr.write_line("")
+    tr.write_line(report.text_report(g, results))
+    if config.getoption("--test"):
+        _print_test_output(tr, g, config.getoption("--test"))
+    path = config.getoption("--results")
+    if path:
+        report.write_json(path, report.gradescope(g, results, time.monotonic() - _state["start"]))
+        tr.write_line(f"wrote {path}")
+
+
+def _print_test_output(tr, g, test):
+    """With TEST=..., show what the test printed in the plain run."""
+    for stage in g.selected:
+        out = g.work / stage.name / "plain" / "output.txt"
+        if out.exists():
+            text = out.read_text(errors="replace").strip()
+            if text:
+                tr.write_line(f"-- what {test} printed ({stage.name}, plain lane) --")
+                tr.write_line(text[-8000:])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    g = _state["grader"]
+    if g is not None:
+        g.close()
+    if _state["error"]:
+        session.exitstatus = 2
+    elif _state["results"] and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = 1

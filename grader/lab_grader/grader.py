@@ -1,0 +1,405 @@
+"""The grading of one tree: builds, lanes, item verdicts.
+
+For every selected stage the pipeline is: build (with the earlier stages it
+uses: the student's own when they build and pass, the reference otherwise),
+then the plain, race, Valgrind and TSan lanes side by side, then, once every
+other lane of every stage is done, the performance lane alone.
+"""
+import concurrent.futures
+import dataclasses
+import os
+import pathlib
+import secrets
+import threading
+
+from . import build, records, rubric, run
+
+VALGRIND = ["valgrind", "-q", "--trace-children=yes", "--fair-sched=yes", "--leak-check=full",
+            "--show-leak-kinds=definite,indirect", "--errors-for-leak-kinds=definite,indirect",
+            "--num-callers=16"]
+TSAN_OPTIONS = "halt_on_error=1 exitcode=66 second_deadlock_stack=1 history_size=4"
+
+
+@dataclasses.dataclass
+class ItemResult:
+    item: rubric.Item
+    status: str          # passed failed not-judged
+    points: float
+    summary: str = ""    # one line
+    outcome: run.Outcome = None
+    extra: list = dataclasses.field(default_factory=list)  # more lines for the report
+
+
+@dataclasses.dataclass
+class StageBuild:
+    ok: bool
+    error: build.BuildError = None
+    binaries: dict = dataclasses.field(default_factory=dict)
+    warnings: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)   # "graded with the reference ..."
+    tests: list = dataclasses.field(default_factory=list)
+
+
+class Memo:
+    """Runs each keyed computation once; other callers wait for its result."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._futures = {}
+
+    def get(self, key, fn):
+        with self._lock:
+            fut = self._futures.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._futures[key] = concurrent.futures.Future()
+        if owner:
+            try:
+                fut.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 - handed to every waiter
+                fut.set_exception(e)
+        return fut.result()
+
+
+class Grader:
+    def __init__(self, root, target, stages, selected, build_dir, items=None, test=None, seed=None,
+                 werror=False, valgrind_scale=0.05, slots=2, reference=None):
+        self.root = pathlib.Path(root)
+        self.target = pathlib.Path(target).resolve()
+        self.stages = {s.name: s for s in stages}
+        self.selected = selected
+        self.build_dir = pathlib.Path(build_dir)
+        self.builder = build.Builder(self.root, self.build_dir)
+        self.items_filter = set(items) if items else None
+        self.test_filter = test
+        self.seed = seed
+        self.werror = werror
+        self.valgrind_scale = valgrind_scale
+        self.reference = pathlib.Path(reference) if reference else self.root / "solutions"
+        self.nonce = secrets.token_hex(8)
+        self.memo = Memo()
+        self.slots = threading.BoundedSemaphore(slots)
+        self.nslots = slots
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=32)
+        self.others_done = threading.Event()
+        slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
+        self.work = self.build_dir / "runs" / slug
+
+    # ---- which items ---------------------------------------------------------
+
+    def items(self, stage):
+        out = []
+        for item in stage.items:
+            if self.items_filter and item.id not in self.items_filter and item.key not in self.items_filter:
+                continue
+            if self.test_filter and not any(self._pattern_matches(p, self.test_filter) for p in item.tests):
+                continue
+            out.append(item)
+        return out
+
+    @staticmethod
+    def _pattern_matches(pattern, test):
+        import fnmatch
+        return fnmatch.fnmatchcase(test.replace("::", "/"), pattern) or pattern == test.replace("::", "/")
+
+    def all_items(self):
+        return [i for s in self.selected for i in self.items(s)]
+
+    # ---- building ------------------------------------------------------------
+
+    def stage_dir(self, tree, name):
+        return pathlib.Path(tree) / name
+
+    def student_objects(self, stage, variant):
+        d = self.stage_dir(self.target, stage.name)
+        if not d.is_dir():
+            raise build.BuildError(f"{d} does not exist", "", kind="missing")
+        dirs = self.include_dirs(stage, self.target)
+        return [self.builder.compile(d / src, variant, dirs, werror=self.werror) for src in stage.sources]
+
+    def reference_objects(self, stage, variant):
+        d = self.stage_dir(self.reference, stage.name)
+        dirs = self.include_dirs(stage, self.reference)
+        return [self.builder.compile(d / src, variant, dirs, werror=True).obj for src in stage.sources]
+
+    def include_dirs(self, stage, tree):
+        names = self.closure(stage) + [stage.name]
+        return [self.stage_dir(tree, n) for n in names]
+
+    def closure(self, stage):
+        """Every earlier stage this one needs, deepest first."""
+        out = []
+        for u in stage.uses:
+            for v in self.closure(self.stages[u]) + [u]:
+                if v not in out:
+                    out.append(v)
+        return out
+
+    def stage_passes(self, name):
+        """Does the student's own stage build and pass all its plain tests?
+        Returns (True, "") or (False, why)."""
+        stage = self.stages[name]
+        b = self.build(stage)
+        if not b.ok:
+            return False, f"does not build ({b.error.first})"
+        plain = self.plain(stage)
+        bad = [o for o in plain.values() if not o.passed]
+        if bad:
+            return False, f"fails {len(bad)} of its {len(plain)} tests"
+        if b.notes:
+            return False, "was itself graded with reference code"
+        return True, ""
+
+    def build(self, stage):
+        return self.memo.get(("build", stage.name), lambda: self._build(stage))
+
+    def _build(self, stage):
+        result = StageBuild(ok=False)
+        dep_objs = {v: [] for v in ("plain", "tsan")}
+        for dep in self.closure(stage):
+            ok, why = self.stage_passes(dep)
+            dep_stage = self.stages[dep]
+            for v in dep_objs:
+                if ok:
+                    dep_objs[v] += [c.obj for c in self.student_objects(dep_stage, v)]
+                else:
+                    dep_objs[v] += self.reference_objects(dep_stage, v)
+            if not ok:
+                result.notes.append(f"graded with the reference {dep} because your {dep} {why}")
+        try:
+            mine = {v: self.student_objects(stage, v) for v in ("plain", "tsan")}
+        except build.BuildError as e:
+            result.error = e
+            return result
+        for c in mine["plain"]:
+            if c.warnings.strip():
+                result.warnings.append(records.short_path(c.warnings.strip()))
+        tests_dir = self.root / "grader" / "tests" / stage.name
+        dirs = self.include_dirs(stage, self.target)
+        try:
+            for variant in build.VARIANTS:
+                code = build.CODE_VARIANT[variant]
+                objs = (self.builder.test_objects(tests_dir, variant, dirs) + [c.obj for c in mine[code]] +
+                        dep_objs[code] + self.builder.common_objects(code))
+                out = self.work / stage.name / f"tests-{variant}"
+                result.binaries[variant] = self.builder.link(objs, out, variant)
+        except build.BuildError as e:
+            result.error = e
+            return result
+        result.tests = run.list_tests(result.binaries["plain"])
+        result.ok = True
+        return result
+
+    # ---- lanes -------------------------------------------------------------------
+
+    def _env(self):
+        env = {"LAB_NONCE": self.nonce}
+        if self.seed is not None:
+            env["LAB_SEED"] = str(self.seed)
+        return env
+
+    def _invoke(self, inv, weight=1):
+        for _ in range(weight):
+            self.slots.acquire()
+        try:
+            return inv.execute()
+        finally:
+            for _ in range(weight):
+                self.slots.release()
+
+    def _judge_all(self, tests, result, binary, hang_hints):
+        report, recs, _ = result
+        sym = records.Symbolizer(binary)
+        return {t: run.judge(t, report, recs, sym, self.nonce, hang_hints.get(t, "")) for t in tests}
+
+    def hang_hints(self, stage):
+        hints = {}
+        b = self.build(stage)
+        for item in stage.items:
+            if item.hang:
+                for t in self.tests_of(item, b):
+                    hints.setdefault(t, item.hang)
+        return hints
+
+    def tests_of(self, item, b):
+        try:
+            return run.expand(item.tests, b.tests)
+        except LookupError as e:
+            raise rubric.RubricError(f"{item.key}: test '{e.args[0]}' matches no test in the binary "
+                                     f"(a filter that matches nothing would pass with zero tests)") from None
+
+    def plain(self, stage):
+        """Every test of the stage once, under Criterion: {test: Outcome}."""
+        def go():
+            b = self.build(stage)
+            inv = run.Invocation(b.binaries["plain"], b.tests, self.work / stage.name / "plain", env=self._env())
+            return self._judge_all(b.tests, self._invoke(inv), b.binaries["plain"], self.hang_hints(stage))
+        return self.memo.get(("plain", stage.name), go)
+
+    def race(self, stage, item):
+        """The item's tests `runs` times; stops at the first failing run.
+        Returns (runs done, first failing outcome or None)."""
+        def go():
+            b = self.build(stage)
+            tests = self.tests_of(item, b)
+            hints = self.hang_hints(stage)
+            for k in range(item.runs):
+                inv = run.Invocation(b.binaries["plain"], tests, self.work / stage.name / "race" / item.id / str(k),
+                                     env=self._env())
+                outs = self._judge_all(tests, self._invoke(inv), b.binaries["plain"], hints)
+                bad = [o for o in outs.values() if not o.passed]
+                if bad:
+                    return k + 1, bad[0]
+            return item.runs, None
+        return self.memo.get(("race", item.key), go)
+
+    def lane_tests(self, stage, lane):
+        b = self.build(stage)
+        tests = []
+        for item in self.items(stage):
+            if item.lane == lane:
+                tests += [t for t in self.tests_of(item, b) if t not in tests]
+        return tests
+
+    def valgrind(self, stage):
+        def go():
+            b = self.build(stage)
+            tests = self.lane_tests(stage, "valgrind")
+            if not tests:
+                return {}
+            d = self.work / stage.name / "valgrind"
+            logs = d / "vg"
+            wrapper = VALGRIND + [f"--log-file={logs}/%p.log"]
+            env = self._env()
+            env["LAB_SCALE"] = str(self.valgrind_scale)
+            inv = run.Invocation(b.binaries["vg"], tests, d, env=env, wrapper=wrapper, jobs=2, make_dirs=[logs])
+            result = self._invoke(inv)
+            outs = self._judge_all(tests, result, b.binaries["vg"], self.hang_hints(stage))
+            errors = run.valgrind_by_pid(logs)
+            _, recs, _ = result
+            for t, o in outs.items():
+                pids = [r.pid for r in recs.get(t, [])]
+                found = [blk for p in pids for blk in errors.get(p, [])]
+                if found and o.verdict in ("pass", "fail"):
+                    o.verdict = "memory"
+                    o.message = f"Valgrind found {len(found)} memory error(s) or leak(s)"
+                    o.details = []
+                    for blk in found[:3]:
+                        o.details += run.shorten_report(blk)
+            return outs
+        return self.memo.get(("valgrind", stage.name), go)
+
+    def tsan(self, stage):
+        def go():
+            b = self.build(stage)
+            tests = self.lane_tests(stage, "tsan")
+            if not tests:
+                return {}
+            d = self.work / stage.name / "tsan"
+            logs = d / "tsan"
+            env = self._env()
+            env["TSAN_OPTIONS"] = f"{TSAN_OPTIONS} log_path={logs}/tsan"
+            inv = run.Invocation(b.binaries["tsan"], tests, d, env=env, jobs=1, make_dirs=[logs])
+            result = self._invoke(inv)
+            outs = self._judge_all(tests, result, b.binaries["tsan"], self.hang_hints(stage))
+            reports = run.tsan_by_pid(logs)
+            _, recs, _ = result
+            for t, o in outs.items():
+                pids = [r.pid for r in recs.get(t, [])]
+                found = [rep for p in pids for rep in reports.get(p, [])]
+                if found and o.verdict != "not-started":
+                    o.verdict = "race"
+                    o.message = f"ThreadSanitizer reported {len(found)} problem(s)"
+                    o.details = []
+                    for rep in found[:2]:
+                        o.details += run.shorten_report(rep, limit=30)
+            return outs
+        return self.memo.get(("tsan", stage.name), go)
+
+    def perf(self, stage):
+        def go():
+            self.others_done.wait()
+            b = self.build(stage)
+            tests = self.lane_tests(stage, "perf")
+            if not tests:
+                return {}
+            inv = run.Invocation(b.binaries["plain"], tests, self.work / stage.name / "perf", env=self._env(), jobs=1)
+            return self._judge_all(tests, self._invoke(inv, weight=self.nslots), b.binaries["plain"],
+                                   self.hang_hints(stage))
+        return self.memo.get(("perf", stage.name), go)
+
+    # ---- the whole run ---------------------------------------------------------
+
+    def start(self):
+        """Starts every lane of every selected stage in the background."""
+        futures = []
+        for stage in self.selected:
+            items = self.items(stage)
+            if not items:
+                continue
+            futures.append(self.pool.submit(self._stage_lanes, stage, items))
+
+        def barrier():
+            concurrent.futures.wait(futures)
+            self.others_done.set()
+        threading.Thread(target=barrier, daemon=True).start()
+
+    def _stage_lanes(self, stage, items):
+        b = self.build(stage)
+        if not b.ok:
+            return
+        jobs = [self.pool.submit(self.plain, stage)]
+        for item in items:
+            if item.lane == "race":
+                jobs.append(self.pool.submit(self.race, stage, item))
+        if any(i.lane == "valgrind" for i in items):
+            jobs.append(self.pool.submit(self.valgrind, stage))
+        if any(i.lane == "tsan" for i in items):
+            jobs.append(self.pool.submit(self.tsan, stage))
+        concurrent.futures.wait(jobs)
+
+    def result(self, item):
+        return self.memo.get(("item", item.key), lambda: self._result(item))
+
+    def _result(self, item):
+        stage = self.stages[item.stage]
+        b = self.build(stage)
+        if not b.ok:
+            e = b.error
+            what = {"missing": "missing file", "link": "did not link", "grader": "grader error"}.get(e.kind, "did not compile")
+            return ItemResult(item, "failed", 0, f"{what}: {e.first}" if e.kind != "link" else e.first)
+        tests = self.tests_of(item, b)
+        if item.lane == "plain":
+            outs = self.plain(stage)
+            return self._from_outcomes(item, [outs[t] for t in tests])
+        if item.lane == "race":
+            done, bad = self.race(stage, item)
+            if bad is None:
+                return ItemResult(item, "passed", item.points, f"passed {done} of {done} runs")
+            r = self._from_outcomes(item, [bad])
+            r.summary = f"failed on run {done} of {item.runs}: {r.summary}"
+            return r
+        if item.lane == "valgrind":
+            outs = self.valgrind(stage)
+            return self._from_outcomes(item, [outs[t] for t in tests])
+        if item.lane == "tsan":
+            outs = self.tsan(stage)
+            return self._from_outcomes(item, [outs[t] for t in tests])
+        if item.lane == "perf":
+            if (os.cpu_count() or 1) < 2:
+                return ItemResult(item, "not-judged", 0, "cannot judge on this machine: one CPU (a performance "
+                                  "check needs the test and its helpers on separate cores)")
+            outs = self.perf(stage)
+            return self._from_outcomes(item, [outs[t] for t in tests])
+        raise rubric.RubricError(f"{item.key}: unknown lane {item.lane}")
+
+    def _from_outcomes(self, item, outcomes):
+        bad = [o for o in outcomes if not o.passed]
+        if not bad:
+            return ItemResult(item, "passed", item.points, "passed")
+        first = bad[0]
+        summary = f"{first.test}: {first.message}" if first.verdict != "not-started" else first.message
+        return ItemResult(item, "failed", 0, summary, outcome=first)
+
+    def close(self):
+        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,214 @@
+"""The records a test leaves in $LAB_RUN_DIR (common/testing/harness.c):
+
+    BEGIN pid suite::test          END pid suite::test nonce
+    SEED pid n                     NOTE pid text
+    TODO pid file:line func() hint
+    CRASH pid SIGNAME              followed by a BT-BEGIN ... BT-END block
+    HANG pid text                  THREAD pid tid name state, each followed by
+                                   a BT block; HANG-END pid
+
+One file per test (suite.test.log); a test that ran several times (race lane)
+has several runs in it, told apart by pid.
+"""
+import dataclasses
+import pathlib
+import re
+import subprocess
+
+
+@dataclasses.dataclass
+class Thread:
+    tid: str
+    name: str
+    state: str
+    frames: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Run:
+    pid: str
+    test: str = ""
+    ended: bool = False
+    nonce: str = ""
+    seed: str = ""
+    notes: list = dataclasses.field(default_factory=list)
+    todo: str = ""
+    crash: str = ""
+    crash_frames: list = dataclasses.field(default_factory=list)
+    hang: str = ""
+    threads: list = dataclasses.field(default_factory=list)
+
+
+def parse(text):
+    """All runs in one record file, in order of their BEGIN lines."""
+    runs, order = {}, []
+
+    def run(pid):
+        if pid not in runs:
+            runs[pid] = Run(pid=pid)
+            order.append(pid)
+        return runs[pid]
+
+    bt = None  # the frame list being filled
+    for line in text.splitlines():
+        if bt is not None:
+            if line.startswith("BT-END"):
+                bt = None
+            else:
+                bt.append(line.strip())
+            continue
+        parts = line.split(" ", 2)
+        if len(parts) < 2:
+            continue
+        tag, pid, rest = parts[0], parts[1], parts[2] if len(parts) > 2 else ""
+        if tag == "BEGIN":
+            run(pid).test = rest
+        elif tag == "END":
+            r = run(pid)
+            r.ended = True
+            r.nonce = rest.split(" ")[-1] if rest else ""
+        elif tag == "SEED":
+            run(pid).seed = rest
+        elif tag == "NOTE":
+            run(pid).notes.append(rest)
+        elif tag == "TODO":
+            r = run(pid)
+            r.todo = r.todo or rest
+        elif tag == "CRASH":
+            run(pid).crash = rest
+        elif tag == "HANG":
+            run(pid).hang = rest
+        elif tag == "THREAD":
+            f = rest.split(" ")
+            run(pid).threads.append(Thread(tid=f[0], name=f[1] if len(f) > 1 else "?",
+                                           state=f[2] if len(f) > 2 else "?"))
+        elif tag == "BT-BEGIN":
+            r = run(pid)
+            why = rest.split(" ")[-1]
+            if why == "crash":
+                bt = r.crash_frames
+            elif r.threads:
+                bt = r.threads[-1].frames
+            else:
+                bt = []
+    return [runs[p] for p in order]
+
+
+def read_dir(run_dir):
+    """{ "suite::test": [Run, ...] } for every record file in run_dir."""
+    out = {}
+    d = pathlib.Path(run_dir)
+    if not d.is_dir():
+        return out
+    for f in sorted(d.glob("*.log")):
+        for r in parse(f.read_text(errors="replace")):
+            if r.test:
+                out.setdefault(r.test, []).append(r)
+    return out
+
+
+# ---- backtraces -------------------------------------------------------------
+
+FRAME = re.compile(r"^(?P<module>[^(\[]*)\((?P<sym>[^)+]*)(?:\+(?P<off>0x[0-9a-f]+))?\)\s*\[(?P<addr>0x[0-9a-f]+)\]")
+# frames that belong to the harness's own dump machinery
+NOISE = ("write_backtrace", "dump_handler", "crash_handler", "__restore_rt", "killpg", "raise")
+
+
+class Symbolizer:
+    """Turns backtrace_symbols lines of the test binary into
+    'function at file:line', with addr2line and nm from binutils."""
+
+    def __init__(self, binary):
+        self.binary = str(binary)
+        self._syms = None
+
+    def symbols(self):
+        if self._syms is None:
+            self._syms = {}
+            try:
+                out = subprocess.run(["nm", "--defined-only", self.binary], capture_output=True,
+                                     text=True, timeout=30).stdout
+                for line in out.splitlines():
+                    f = line.split()
+                    if len(f) == 3:
+                        self._syms[f[2]] = int(f[0], 16)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        return self._syms
+
+    def locate(self, offsets):
+        if not offsets:
+            return []
+        try:
+            out = subprocess.run(["addr2line", "-e", self.binary, "-f", "-C", "-i", "-a"] +
+                                 [hex(o) for o in offsets], capture_output=True, text=True,
+                                 timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return [None] * len(offsets)
+        # -a prints the address, then (function, file:line) pairs, inlined ones first
+        results, cur = [], None
+        lines = out.splitlines()
+        i = 0
+        while i < len(lines):
+            if lines[i].startswith("0x"):
+                if cur is not None:
+                    results.append(cur)
+                cur = []
+                i += 1
+                continue
+            func = lines[i]
+            loc = lines[i + 1] if i + 1 < len(lines) else "??:0"
+            cur.append((func, loc))
+            i += 2
+        if cur is not None:
+            results.append(cur)
+        while len(results) < len(offsets):
+            results.append(None)
+        return results
+
+    def frames(self, raw_frames, limit=14):
+        """Readable frames, innermost first, the harness's own removed."""
+        parsed = []
+        for raw in raw_frames:
+            m = FRAME.match(raw)
+            if not m:
+                parsed.append((raw, None))
+                continue
+            module = m.group("module").strip()
+            sym, off = m.group("sym"), m.group("off")
+            mine = "/" not in module or module.endswith(pathlib.Path(self.binary).name)
+            if mine:
+                base = self.symbols().get(sym, 0) if sym else 0
+                offset = base + int(off, 16) if off else None
+                # a return address points after the call: step back one byte
+                parsed.append((raw, offset - 1 if offset else None))
+            else:
+                lib = pathlib.Path(module).name.split(".so")[0]
+                parsed.append((f"{sym or '??'} ({lib})", None))
+        located = self.locate([o for _, o in parsed if o is not None])
+        out, k = [], 0
+        for text, off in parsed:
+            if off is not None:
+                loc = located[k]
+                k += 1
+                if loc:
+                    for func, where in loc:
+                        where = where.split(" (discriminator")[0]
+                        out.append(f"{func} at {short_path(where)}" if not where.startswith("??") else func)
+                    continue
+            out.append(text)
+        out = [f for f in out if not any(f.startswith(n) for n in NOISE)]
+        # drop what is below the test body: Criterion's and libc's start-up
+        cut = next((i for i, f in enumerate(out) if f.startswith(("criterion_internal_test_main", "lab_standin_fn_"))), None)
+        if cut is not None:
+            out = out[:cut]
+        return out[:limit]
+
+
+PATH = re.compile(r"(?:/[^/\s():]+)+/((?:grader|common|solutions|labs)/|\d\d-[\w-]+/)")
+
+
+def short_path(text):
+    """Absolute paths cut to where they start meaning something:
+    /x/y/grader/tests/a.c:12 -> grader/tests/a.c:12, /tmp/t/01-signal/s.c -> 01-signal/s.c"""
+    return PATH.sub(r"\1", text)

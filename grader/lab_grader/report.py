@@ -1,0 +1,145 @@
+"""What the grader prints, and what it writes for Gradescope."""
+import json
+import os
+import pathlib
+import sys
+
+WIDTH = 78
+MARK = {"passed": "PASS", "failed": "FAIL", "not-judged": "----"}
+VERDICT_WORDS = {
+    "fail": "failed", "timeout": "timed out", "crash": "crashed", "not-started": "not started",
+    "exited-early": "left early", "memory": "memory error", "race": "data race", "missing": "did not run",
+}
+
+
+def _color(text, code):
+    if os.environ.get("NO_COLOR") or not sys.stdout.isatty():
+        return text
+    return f"\033[{code}m{text}\033[0m"
+
+
+def fmt_points(p):
+    return f"{p:g}"
+
+
+def rerun_command(grader, item, outcome):
+    stage = grader.stages[item.stage]
+    parts = ["make grade", f"STAGE={stage.number}"]
+    if outcome is not None:
+        parts.append(f"TEST={outcome.test.replace('::', '/')}")
+    else:
+        parts.append(f"ITEMS={item.id}")
+    if outcome is not None and outcome.seed:
+        parts.append(f"SEED={outcome.seed}")
+    target = grader.target
+    default = (grader.root / "labs").resolve()
+    if target != default:
+        try:
+            rel = target.relative_to(grader.root)
+        except ValueError:
+            rel = target
+        parts.append(f"TARGET={rel}")
+    return " ".join(parts)
+
+
+def stage_table(grader, stage, results):
+    got = sum(r.points for r in results)
+    judged = sum(r.item.points for r in results if r.status != "not-judged")
+    head = f"== {stage.name}: {stage.title} "
+    score = f" {fmt_points(got)}/{fmt_points(judged)}"
+    lines = [head + "=" * max(3, WIDTH - len(head) - len(score)) + score]
+    idw = max(len(r.item.id) for r in results)
+    for r in results:
+        mark = MARK[r.status]
+        mark = _color(mark, "32" if r.status == "passed" else "31" if r.status == "failed" else "33")
+        pts = f"{fmt_points(r.points)}/{fmt_points(r.item.points)}"
+        text = r.item.clause if r.status == "passed" else r.summary
+        lines.append(f"  {mark} {pts:>6}  {r.item.id:<{idw}}  {text}")
+    b = grader.build(stage)
+    for note in b.notes:
+        lines.append(f"  note: {note}")
+    if b.warnings:
+        lines.append("  your code compiled with warnings (they do not cost points, but read them):")
+        for w in b.warnings:
+            lines += ["    " + l for l in w.splitlines()[:12]]
+    if not b.ok and b.error and b.error.log:
+        lines.append("  the compiler said:")
+        lines += ["    " + l for l in b.error.log.strip().splitlines()[:15]]
+    return lines
+
+
+def failure_block(grader, r):
+    stage = grader.stages[r.item.stage]
+    o = r.outcome
+    verdict = VERDICT_WORDS.get(o.verdict, o.verdict) if o else "failed"
+    lines = [f"{r.item.key} ({fmt_points(r.points)} of {fmt_points(r.item.points)} points): {verdict}"]
+    if o is not None and o.message:
+        lines.append(f"  what happened: {o.message}")
+    elif r.summary:
+        lines.append(f"  what happened: {r.summary}")
+    lines.append(f"  contract:      {r.item.clause}")
+    lines.append(f"  read:          {stage.chapter}{r.item.section}")
+    if o is not None:
+        lines.append(f"  rerun it:      {rerun_command(grader, r.item, o)}")
+        if o.seed:
+            lines.append(f"  seed:          {o.seed}")
+    for d in (o.details if o else []):
+        lines.append("  " + d)
+    for e in r.extra:
+        lines.append("  " + e)
+    return lines
+
+
+def text_report(grader, results):
+    lines = []
+    by_stage = {}
+    for r in results:
+        by_stage.setdefault(r.item.stage, []).append(r)
+    for name, rs in by_stage.items():
+        lines += stage_table(grader, grader.stages[name], rs)
+        lines.append("")
+    total = sum(r.points for r in results)
+    judged = sum(r.item.points for r in results if r.status != "not-judged")
+    failed = [r for r in results if r.status == "failed"]
+    lines.append(f"Total: {fmt_points(total)}/{fmt_points(judged)}" +
+                 ("" if not failed else f"   ({len(failed)} item(s) to fix; details below)"))
+    not_judged = [r for r in results if r.status == "not-judged"]
+    if not_judged:
+        lines.append(f"Not judged on this machine: {', '.join(r.item.key for r in not_judged)} (rerun elsewhere)")
+    if failed:
+        lines += ["", "What to fix", "-----------"]
+        for r in failed:
+            lines += failure_block(grader, r)
+            lines.append("")
+    return "\n".join(lines)
+
+
+def gradescope(grader, results, seconds):
+    tests = []
+    for r in results:
+        if r.status == "not-judged":
+            continue
+        output = r.item.clause if r.status == "passed" else "\n".join(failure_block(grader, r))
+        tests.append({
+            "name": f"{r.item.key}: {r.item.clause}",
+            "number": r.item.key,
+            "score": r.points,
+            "max_score": r.item.points,
+            "status": "passed" if r.status == "passed" else "failed",
+            "output": output,
+            "visibility": "visible",
+        })
+    return {
+        "score": sum(r.points for r in results),
+        "execution_time": round(seconds, 1),
+        "output": f"{sum(1 for r in results if r.status == 'passed')} of {len(results)} items passed",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+
+
+def write_json(path, data):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")

@@ -1,0 +1,113 @@
+"""Rubric files: one TOML file per stage, read by people and by the grader."""
+import dataclasses
+import pathlib
+import tomllib
+
+LANES = ("plain", "race", "valgrind", "tsan", "perf")
+
+
+class RubricError(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class Item:
+    stage: str
+    id: str
+    points: float
+    lane: str
+    tests: list
+    clause: str
+    section: str
+    runs: int = 1
+    hang: str = ""
+
+    @property
+    def key(self):
+        return f"{self.stage}/{self.id}"
+
+
+@dataclasses.dataclass
+class Stage:
+    name: str          # "01-signal"
+    title: str
+    chapter: str       # "docs/01-signal.md"
+    sources: list      # student files
+    uses: list         # earlier stages linked in
+    items: list
+    path: pathlib.Path
+
+    @property
+    def number(self):
+        return int(self.name.split("-", 1)[0])
+
+    @property
+    def max_points(self):
+        return sum(i.points for i in self.items)
+
+    def lane_items(self, lane):
+        return [i for i in self.items if i.lane == lane]
+
+
+def load_stage(path):
+    path = pathlib.Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise RubricError(f"{path}: {e}") from None
+    where = str(path)
+    for key in ("stage", "title", "chapter", "sources"):
+        if key not in data:
+            raise RubricError(f"{where}: missing '{key}'")
+    name = data["stage"]
+    if path.stem != name:
+        raise RubricError(f"{where}: stage '{name}' does not match the file name")
+    items, seen = [], set()
+    for raw in data.get("item", []):
+        for key in ("id", "points", "lane", "tests", "clause", "section"):
+            if key not in raw:
+                raise RubricError(f"{where}: an item lacks '{key}': {raw}")
+        if raw["id"] in seen:
+            raise RubricError(f"{where}: item id '{raw['id']}' is used twice")
+        seen.add(raw["id"])
+        if raw["lane"] not in LANES:
+            raise RubricError(f"{where}: item '{raw['id']}': lane must be one of {', '.join(LANES)}")
+        if not raw["tests"]:
+            raise RubricError(f"{where}: item '{raw['id']}' names no test")
+        if raw["points"] <= 0:
+            raise RubricError(f"{where}: item '{raw['id']}' must be worth points")
+        unknown = set(raw) - {"id", "points", "lane", "tests", "clause", "section", "runs", "hang"}
+        if unknown:
+            raise RubricError(f"{where}: item '{raw['id']}': unknown keys {sorted(unknown)}")
+        items.append(Item(stage=name, id=raw["id"], points=raw["points"], lane=raw["lane"],
+                          tests=list(raw["tests"]), clause=raw["clause"], section=raw["section"],
+                          runs=int(raw.get("runs", 1)), hang=raw.get("hang", "")))
+    if not items:
+        raise RubricError(f"{where}: no items")
+    return Stage(name=name, title=data["title"], chapter=data["chapter"], sources=list(data["sources"]),
+                 uses=list(data.get("uses", [])), items=items, path=path)
+
+
+def load_all(rubric_dir):
+    stages = [load_stage(p) for p in sorted(pathlib.Path(rubric_dir).glob("*.toml"))]
+    names = {s.name for s in stages}
+    for s in stages:
+        for u in s.uses:
+            if u not in names:
+                raise RubricError(f"{s.path}: uses unknown stage '{u}'")
+    return stages
+
+
+def select(stages, spec):
+    """STAGE=1, STAGE=01, STAGE=01-signal, STAGE=1,2 -> the matching stages."""
+    if not spec:
+        return stages
+    wanted = []
+    for part in str(spec).split(","):
+        part = part.strip()
+        match = [s for s in stages if s.name == part or (part.isdigit() and s.number == int(part))]
+        if not match:
+            known = ", ".join(s.name for s in stages)
+            raise RubricError(f"STAGE={part}: no such stage (known: {known})")
+        wanted.extend(m for m in match if m not in wanted)
+    return wanted

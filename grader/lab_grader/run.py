@@ -1,0 +1,243 @@
+"""Running a test binary in a lane and turning what happened into outcomes.
+
+The verdict of a test is read from two places: the runner's XML report
+(Criterion's --xml, or the stand-in's copy of it) and the test's own records
+(records.py). The records decide what the report cannot: a test that
+"passed" without writing END left early; a TODO record means "not started";
+a HANG record carries every thread's backtrace.
+"""
+import dataclasses
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+from . import records
+
+OUTPUT_CAP = 64 * 1024
+
+
+@dataclasses.dataclass
+class Outcome:
+    test: str                 # "suite::name"
+    verdict: str              # pass fail timeout crash not-started exited-early memory race missing
+    message: str = ""
+    details: list = dataclasses.field(default_factory=list)
+    seed: str = ""
+    notes: list = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self):
+        return self.verdict == "pass"
+
+
+def test_id(suite, name):
+    return f"{suite}::{name}"
+
+
+def list_tests(binary):
+    """The suite::name of every test in a Criterion (or stand-in) binary."""
+    proc = subprocess.run([str(binary), "--list"], capture_output=True, text=True, timeout=60)
+    text = proc.stdout + proc.stderr
+    tests, suite = [], None
+    for line in text.splitlines():
+        m = re.match(r"^(\S+): \d+ tests?$", line)
+        if m:
+            suite = m.group(1)
+            continue
+        m = re.match(r"^[├└│─ ]+(\S+)$", line)
+        if m and suite:
+            tests.append(test_id(suite, m.group(1)))
+            continue
+        m = re.match(r"^(\w+)::(\w+)$", line)  # the stand-in's format
+        if m:
+            tests.append(line.strip())
+    return tests
+
+
+def expand(patterns, available):
+    """Rubric test names (suite/name, globs allowed) -> suite::name present."""
+    import fnmatch
+    out = []
+    for pat in patterns:
+        suite_pat, _, name_pat = pat.partition("/")
+        hits = [t for t in available
+                if fnmatch.fnmatchcase(t.split("::")[0], suite_pat) and fnmatch.fnmatchcase(t.split("::")[1], name_pat or "*")]
+        if not hits:
+            raise LookupError(pat)
+        out += [h for h in hits if h not in out]
+    return out
+
+
+def filter_for(tests):
+    """One Criterion --filter glob selecting exactly these tests."""
+    names = [t.replace("::", "/") for t in tests]
+    return names[0] if len(names) == 1 else "@(" + "|".join(names) + ")"
+
+
+def parse_xml(path):
+    """{ suite::name: (status, kind, message, seconds) }"""
+    out = {}
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, FileNotFoundError):
+        return out
+    for suite in root.iter("testsuite"):
+        for case in suite.iter("testcase"):
+            status = case.get("status", "")
+            kind, message = "", ""
+            for child in case:
+                if child.tag in ("failure", "error"):
+                    kind = child.get("type", "")
+                    message = (child.text or "").strip() or child.get("message", "")
+            out[test_id(suite.get("name"), case.get("name"))] = (status, kind, message, float(case.get("time", 0) or 0))
+    return out
+
+
+def _tail(path):
+    try:
+        data = pathlib.Path(path).read_bytes()
+    except FileNotFoundError:
+        return ""
+    return data[-OUTPUT_CAP:].decode(errors="replace")
+
+
+@dataclasses.dataclass
+class Invocation:
+    """One run of a test binary over some tests."""
+    binary: pathlib.Path
+    tests: list
+    run_dir: pathlib.Path
+    jobs: int = 2
+    env: dict = dataclasses.field(default_factory=dict)
+    wrapper: list = dataclasses.field(default_factory=list)   # e.g. valgrind ...
+    timeout: float = 900
+    make_dirs: list = dataclasses.field(default_factory=list)  # created empty before the run
+
+    def execute(self):
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+        (self.run_dir / "rec").mkdir(parents=True)
+        for d in self.make_dirs:
+            pathlib.Path(d).mkdir(parents=True, exist_ok=True)
+        xml = self.run_dir / "report.xml"
+        env = dict(os.environ)
+        env.update(self.env)
+        env["LAB_RUN_DIR"] = str(self.run_dir / "rec")
+        cmd = [*self.wrapper, str(self.binary), f"-j{self.jobs}", f"--xml={xml}", "--filter", filter_for(self.tests)]
+        with open(self.run_dir / "output.txt", "wb") as out:
+            try:
+                subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=self.timeout,
+                               start_new_session=True)
+            except subprocess.TimeoutExpired:
+                pass
+        return parse_xml(xml), records.read_dir(self.run_dir / "rec"), _tail(self.run_dir / "output.txt")
+
+
+def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
+    """The outcome of one test from its report line and its records."""
+    runs = recs.get(test, [])
+    run = runs[-1] if runs else None
+    seed = run.seed if run else ""
+    notes = run.notes if run else []
+    o = Outcome(test=test, verdict="missing", seed=seed, notes=notes)
+    if run and run.todo:
+        o.verdict, o.message = "not-started", f"not started: {run.todo}"
+        return o
+    if test not in report:
+        o.message = "the test did not run (the runner stopped before it, or crashed itself)"
+        return o
+    status, kind, message, secs = report[test]
+    o.seconds = secs
+    if status == "PASSED":
+        if run and run.ended and run.nonce == nonce:
+            o.verdict = "pass"
+        else:
+            o.verdict = "exited-early"
+            o.message = ("the test process ended before the test did: something called exit() "
+                         "(or returned from a thread in a way that ended the process) inside the code under test")
+        return o
+    if kind == "timeout":
+        o.verdict = "timeout"
+        o.message = f"timed out after {secs:.1f} s" + (f": {hang_hint}" if hang_hint else "")
+        if run and run.threads:
+            o.details.append("where each thread was when the watchdog fired:")
+            for t in run.threads:
+                if t.name == "lab-watchdog":
+                    continue
+                o.details.append(f"  thread {t.tid} ({t.name}, state {t.state}):")
+                o.details += [f"    #{i} {f}" for i, f in enumerate(symbolizer.frames(t.frames))]
+        return o
+    if kind == "crash" or (run and run.crash):
+        o.verdict = "crash"
+        sig = run.crash if run and run.crash else "a signal"
+        o.message = f"crashed with {sig}" if sig.startswith("SIG") else f"crashed (SIG{sig})" if sig != "a signal" else "crashed"
+        if run and run.crash_frames:
+            o.details.append("where it crashed:")
+            o.details += [f"    #{i} {f}" for i, f in enumerate(symbolizer.frames(run.crash_frames))]
+        elif message:
+            o.details.append(message)
+        return o
+    o.verdict = "fail"
+    if message and "assertion(s) failed" not in message:
+        o.message = message
+    elif run and not run.ended and status == "FAILED":
+        o.message = ("the test process exited with a failure status before the test finished "
+                     "(exit() with a non-zero code inside the code under test?)")
+    else:
+        o.message = message or "failed"
+    return o
+
+
+# ---- Valgrind ------------------------------------------------------------------
+
+VG_ERROR_START = re.compile(r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Argument 'size'|Process terminating|\d[\d,]* (\(\d[\d,]* direct, \d[\d,]* indirect\) )?bytes in [\d,]+ blocks are (definitely|indirectly) lost)")
+
+
+def valgrind_errors(log_text):
+    """The error blocks of one Valgrind log (each a list of lines)."""
+    blocks, cur = [], None
+    for line in log_text.splitlines():
+        if VG_ERROR_START.match(line):
+            cur = [line]
+            blocks.append(cur)
+        elif cur is not None:
+            if line.rstrip() in ("", ) or re.match(r"^==\d+==\s*$", line):
+                cur = None
+            else:
+                cur.append(line)
+    return blocks
+
+
+def valgrind_by_pid(log_dir):
+    out = {}
+    for f in pathlib.Path(log_dir).glob("*.log"):
+        blocks = valgrind_errors(f.read_text(errors="replace"))
+        if blocks:
+            out[f.stem] = blocks
+    return out
+
+
+def tsan_by_pid(log_dir):
+    out = {}
+    for f in pathlib.Path(log_dir).glob("tsan.*"):
+        text = f.read_text(errors="replace")
+        reports = [b for b in text.split("==================") if "ThreadSanitizer" in b]
+        if reports:
+            out[f.name.rsplit(".", 1)[-1]] = [r.strip().splitlines() for r in reports]
+    return out
+
+
+def shorten_report(lines, limit=24):
+    keep = []
+    for line in lines:
+        line = re.sub(r"^==\d+== ?", "", line)
+        line = records.short_path(line)
+        keep.append("    " + line)
+        if len(keep) >= limit:
+            keep.append("    ...")
+            break
+    return keep

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Write labs/ from solutions/: the student handout's skeletons.
+
+solutions/ is the source of truth. In each solution file, the student's part
+sits between marker lines:
+
+    /* BEGIN STUDENT: hint */ ... /* END STUDENT */          -> LAB_TODO("hint");
+    /* BEGIN STUDENT FIELDS: hint */ ... /* END STUDENT */   -> a placeholder field
+    /* BEGIN STUDENT HIDDEN */ ... /* END STUDENT */          -> removed
+
+Everything outside the markers is copied as it is, comments and hints
+included. Files named ANSWERS* and directories named answers/ never reach
+labs/ (answer keys stay with the solutions).
+
+    skeleton.py --write          regenerate labs/
+    skeleton.py --check          exit 1 (and say which files) when labs/ is stale
+    skeleton.py --out DIR        write the skeletons somewhere else
+"""
+import argparse
+import filecmp
+import pathlib
+import re
+import shutil
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BEGIN = re.compile(r"^(?P<indent>[ \t]*)/\* BEGIN STUDENT(?P<kind> FIELDS| HIDDEN)?(?::\s*(?P<hint>.*?))?\s*\*/\s*$")
+END = re.compile(r"^[ \t]*/\* END STUDENT \*/\s*$")
+
+
+class MarkerError(Exception):
+    pass
+
+
+def c_string(text):
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def param_names(params):
+    """The parameter names of a C parameter list ("void" and "..." give none)."""
+    names = []
+    for p in params:
+        p = p.strip()
+        if not p or p == "void" or p == "...":
+            continue
+        m = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", p)  # function pointer
+        if m:
+            names.append(m.group(1))
+            continue
+        m = re.search(r"([A-Za-z_]\w*)\s*(\[[^\]]*\]\s*)*$", p)
+        if m:
+            names.append(m.group(1))
+    return names
+
+
+def function_params(header):
+    """Parameter names when `header` ends with "name(params)", else []."""
+    if not header.endswith(")"):
+        return []
+    depth = 0
+    for k in range(len(header) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(header[k], 0)
+        if depth == 0:
+            m = re.search(r"([A-Za-z_]\w*)\s*$", header[:k])
+            if not m or m.group(1) in ("if", "while", "for", "switch", "return", "sizeof"):
+                return []
+            return param_names(split_top_level(header[k + 1:-1]))
+    return []
+
+
+def split_top_level(params):
+    """Splits a parameter list at commas outside parentheses."""
+    parts, depth, cur = [], 0, ""
+    for ch in params:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        cur += ch
+    parts.append(cur)
+    return parts
+
+
+def enclosing_params(lines, index):
+    """Parameters of the function whose body contains lines[index], if the
+    region starts right inside a function body."""
+    depth = 0
+    for j in range(index - 1, -1, -1):
+        line = lines[j]
+        depth += line.count("}") - line.count("{")
+        if depth < 0:
+            # the "{" that opens the block around the region
+            header = " ".join(l.strip() for l in lines[max(0, j - 6): j + 1])
+            header = header.rsplit("{", 1)[0].strip()
+            return function_params(header)
+    return []
+
+
+def studentize(text, origin):
+    lines = text.split("\n")
+    out = []
+    i = 0
+    while i < len(lines):
+        m = BEGIN.match(lines[i])
+        if not m:
+            if END.match(lines[i]):
+                raise MarkerError(f"{origin}:{i + 1}: END STUDENT without BEGIN")
+            out.append(lines[i])
+            i += 1
+            continue
+        start = i
+        j = i + 1
+        while j < len(lines) and not END.match(lines[j]):
+            if BEGIN.match(lines[j]):
+                raise MarkerError(f"{origin}:{j + 1}: nested BEGIN STUDENT (region opened at line {start + 1})")
+            j += 1
+        if j == len(lines):
+            raise MarkerError(f"{origin}:{start + 1}: BEGIN STUDENT without END")
+        indent, kind, hint = m.group("indent"), (m.group("kind") or "").strip(), (m.group("hint") or "").strip()
+        if kind == "HIDDEN":
+            pass
+        elif kind == "FIELDS":
+            out.append(f"{indent}int todo_your_fields_here; /* TODO: {hint or 'your fields'} */")
+        else:
+            if not hint:
+                raise MarkerError(f"{origin}:{start + 1}: a code region needs a hint: /* BEGIN STUDENT: hint */")
+            for name in enclosing_params(lines, start):
+                out.append(f"{indent}(void){name};")
+            out.append(f'{indent}LAB_TODO("{c_string(hint)}");')
+        i = j + 1
+    return "\n".join(out)
+
+
+def needs_todo_include(text):
+    return "LAB_TODO(" in text and '#include "lab_todo.h"' not in text
+
+
+def add_todo_include(text):
+    """Put #include "lab_todo.h" after the last #include line."""
+    lines = text.split("\n")
+    last = max((k for k, l in enumerate(lines) if l.startswith("#include")), default=-1)
+    lines.insert(last + 1, '#include "lab_todo.h"')
+    return "\n".join(lines)
+
+
+def skip(path):
+    return path.name.startswith("ANSWERS") or "answers" in path.parts or path.name.startswith(".")
+
+
+def generate(src_root, dst_root):
+    """Writes every stage of src_root into dst_root (which must be empty)."""
+    for stage in sorted(p for p in src_root.iterdir() if p.is_dir()):
+        for f in sorted(stage.rglob("*")):
+            rel = f.relative_to(src_root)
+            if f.is_dir() or skip(rel):
+                continue
+            target = dst_root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if f.suffix in (".c", ".h"):
+                text = studentize(f.read_text(), str(rel))
+                if needs_todo_include(text):
+                    text = add_todo_include(text)
+                target.write_text(text)
+            else:
+                shutil.copyfile(f, target)
+
+
+def differences(a, b):
+    """Relative paths that differ between trees a and b."""
+    diffs = []
+    files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file()}
+    files_b = {p.relative_to(b) for p in b.rglob("*") if p.is_file()} if b.exists() else set()
+    for rel in sorted(files_a | files_b):
+        if rel not in files_a:
+            diffs.append(f"labs/{rel} exists but solutions/ would not produce it")
+        elif rel not in files_b:
+            diffs.append(f"labs/{rel} is missing")
+        elif not filecmp.cmp(a / rel, b / rel, shallow=False):
+            diffs.append(f"labs/{rel} differs from what solutions/ generates")
+    return diffs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--write", action="store_true")
+    g.add_argument("--check", action="store_true")
+    g.add_argument("--out", type=pathlib.Path)
+    args = ap.parse_args()
+    solutions, labs = ROOT / "solutions", ROOT / "labs"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = pathlib.Path(tmp) / "labs"
+            fresh.mkdir()
+            generate(solutions, fresh)
+            if args.check:
+                diffs = differences(fresh, labs)
+                if diffs:
+                    print("labs/ is out of date with solutions/:", *diffs, sep="\n  ", file=sys.stderr)
+                    print("run: make labs", file=sys.stderr)
+                    return 1
+                print("labs/ matches solutions/")
+                return 0
+            dest = args.out or labs
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.copytree(fresh, dest)
+            print(f"wrote {dest}")
+            return 0
+    except MarkerError as e:
+        print(f"skeleton.py: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
