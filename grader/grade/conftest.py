@@ -118,13 +118,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def _print_test_output(tr, g, test):
     """With TEST=..., show what the test printed in the plain run."""
-    for stage in g.selected:
-        out = g.work / stage.name / "plain" / "output.txt"
-        if out.exists():
-            text = out.read_text(errors="replace").strip()
-            if text:
-                tr.write_line(f"-- what {test} printed ({stage.name}, plain lane) --")
-                tr.write_line(text[-8000:])
+    for d in g.run_dirs:
+        out = d / "output.txt"
+        text = out.read_text(errors="replace").strip() if out.exists() else ""
+        if text:
+            rel = d.relative_to(g.work)
+            tr.write_line(f"-- what the run printed ({rel}) --")
+            tr.write_line(text[-8000:])
 
 
 def pytest_sessionfinish(session, exitstatus):

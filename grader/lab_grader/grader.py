@@ -7,6 +7,7 @@ other lane of every stage is done, the performance lane alone.
 """
 import concurrent.futures
 import dataclasses
+import json
 import os
 import pathlib
 import secrets
@@ -38,6 +39,7 @@ class StageBuild:
     warnings: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)   # "graded with the reference ..."
     tests: list = dataclasses.field(default_factory=list)
+    key: str = ""   # digest of what the plain binary was linked from
 
 
 class Memo:
@@ -82,6 +84,7 @@ class Grader:
         self.nslots = slots
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=32)
         self.others_done = threading.Event()
+        self.run_dirs = []   # every run directory of this grading, in order
         slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
         self.work = self.build_dir / "runs" / slug
 
@@ -136,19 +139,27 @@ class Grader:
         return out
 
     def stage_passes(self, name):
-        """Does the student's own stage build and pass all its plain tests?
-        Returns (True, "") or (False, why)."""
+        """Does the student's own stage build and pass all its tests (one
+        plain run)? Returns (True, "") or (False, why). The verdict is cached
+        on disk by the objects it was judged on, so grading many trees that
+        share a stage (the mutants of a later stage) judges it once."""
         stage = self.stages[name]
         b = self.build(stage)
         if not b.ok:
             return False, f"does not build ({b.error.first})"
-        plain = self.plain(stage)
-        bad = [o for o in plain.values() if not o.passed]
-        if bad:
-            return False, f"fails {len(bad)} of its {len(plain)} tests"
         if b.notes:
             return False, "was itself graded with reference code"
-        return True, ""
+        cache = self.build_dir / "verdicts" / f"{b.key}.json"
+        if cache.exists():
+            data = json.loads(cache.read_text())
+            return data["ok"], data["why"]
+        plain = self.plain(stage, b.tests)
+        bad = [o for o in plain.values() if not o.passed]
+        ok, why = (False, f"fails {len(bad)} of its {len(plain)} tests") if bad else (True, "")
+        if not any(o.verdict == "timeout" for o in bad):  # a hang may be the machine's fault: do not keep it
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps({"ok": ok, "why": why}))
+        return ok, why
 
     def build(self, stage):
         return self.memo.get(("build", stage.name), lambda: self._build(stage))
@@ -187,6 +198,7 @@ class Grader:
             result.error = e
             return result
         result.tests = run.list_tests(result.binaries["plain"])
+        result.key = build._digest(*sorted(str(o) for o in objs))
         result.ok = True
         return result
 
@@ -199,6 +211,7 @@ class Grader:
         return env
 
     def _invoke(self, inv, weight=1):
+        self.run_dirs.append(inv.run_dir)
         for _ in range(weight):
             self.slots.acquire()
         try:
@@ -228,13 +241,25 @@ class Grader:
             raise rubric.RubricError(f"{item.key}: test '{e.args[0]}' matches no test in the binary "
                                      f"(a filter that matches nothing would pass with zero tests)") from None
 
-    def plain(self, stage):
-        """Every test of the stage once, under Criterion: {test: Outcome}."""
+    def plain(self, stage, tests=None):
+        """The plain lane: tests (by default those of the selected plain
+        items; every test when nothing is filtered) once, under Criterion:
+        {test: Outcome}."""
+        b = self.build(stage)
+        if tests is None:
+            tests = b.tests if self.unfiltered() else self.lane_tests(stage, "plain")
+        tests = tuple(tests)
+
         def go():
-            b = self.build(stage)
-            inv = run.Invocation(b.binaries["plain"], b.tests, self.work / stage.name / "plain", env=self._env())
-            return self._judge_all(b.tests, self._invoke(inv), b.binaries["plain"], self.hang_hints(stage))
-        return self.memo.get(("plain", stage.name), go)
+            if not tests:
+                return {}
+            name = "plain" if len(tests) == len(b.tests) else f"plain-{build._digest(*tests)[:8]}"
+            inv = run.Invocation(b.binaries["plain"], list(tests), self.work / stage.name / name, env=self._env())
+            return self._judge_all(tests, self._invoke(inv), b.binaries["plain"], self.hang_hints(stage))
+        return self.memo.get(("plain", stage.name, tests), go)
+
+    def unfiltered(self):
+        return not self.items_filter and not self.test_filter
 
     def race(self, stage, item):
         """The item's tests `runs` times; stops at the first failing run.
@@ -348,7 +373,7 @@ class Grader:
         b = self.build(stage)
         if not b.ok:
             return
-        jobs = [self.pool.submit(self.plain, stage)]
+        jobs = [self.pool.submit(self.plain, stage)] if any(i.lane == "plain" for i in items) else []
         for item in items:
             if item.lane == "race":
                 jobs.append(self.pool.submit(self.race, stage, item))

@@ -198,7 +198,17 @@ class Symbolizer:
                     continue
             out.append(text)
         out = [f for f in out if not any(f.startswith(n) for n in NOISE)]
+        # consecutive frames inside a library without symbols: one line
+        merged = []
+        for f in out:
+            if f.startswith("?? (") and merged and merged[-1] == f:
+                continue
+            merged.append(f)
+        out = ["(inside " + f[4:] if f.startswith("?? (") else f for f in merged]
         # drop what is below the test body: Criterion's and libc's start-up
+        body = next((i for i, f in enumerate(out) if f.startswith("lab_body_")), None)
+        if body is not None:
+            out = out[:body + 1]
         cut = next((i for i, f in enumerate(out) if f.startswith(("criterion_internal_test_main", "lab_standin_fn_"))), None)
         if cut is not None:
             out = out[:cut]

@@ -166,8 +166,8 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
         if run and run.threads:
             o.details.append("where each thread was when the watchdog fired:")
             for t in run.threads:
-                if t.name == "lab-watchdog":
-                    continue
+                if t.name == "lab-watchdog" or t.state == "blocked":
+                    continue  # the harness's own thread; Criterion's I/O thread
                 o.details.append(f"  thread {t.tid} ({t.name}, state {t.state}):")
                 o.details += [f"    #{i} {f}" for i, f in enumerate(symbolizer.frames(t.frames))]
         return o
@@ -182,6 +182,7 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
             o.details.append(message)
         return o
     o.verdict = "fail"
+    message = records.short_path(message)
     if message and "assertion(s) failed" not in message:
         o.message = message
     elif run and not run.ended and status == "FAILED":

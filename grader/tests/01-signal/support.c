@@ -1,0 +1,86 @@
+/* support.c - helpers shared by the stage-01 tests. */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "signal_test.h"
+
+/* relaxed: read by the test thread only after the producer thread has been
+ * joined (or on the same thread), which orders the accesses. */
+static atomic_uint drop_calls;
+static _Atomic(void *) drop_last;
+
+void record_drop(void *value)
+{
+    atomic_fetch_add_explicit(&drop_calls, 1, memory_order_relaxed);
+    atomic_store_explicit(&drop_last, value, memory_order_relaxed);
+}
+
+void record_drop_and_free(void *value)
+{
+    record_drop(value);
+    free(value);
+}
+
+unsigned dropped_calls(void) { return atomic_load_explicit(&drop_calls, memory_order_relaxed); }
+void *dropped_last(void) { return atomic_load_explicit(&drop_last, memory_order_relaxed); }
+
+enum poll poll_with(struct signal_future *fut, struct counting_waker *cw, struct signal_output *out)
+{
+    struct waker w = counting_waker_get(cw);
+    struct context cx = context_from_waker(&w);
+    *out = (struct signal_output){ .outcome = (enum signal_outcome)-1, .value = (void *)out };
+    return signal_future_poll(fut, &cx, out);
+}
+
+void expect_books_balanced(struct counting_waker *cw)
+{
+    struct waker_counts c = counting_waker_counts(cw);
+    cr_assert_eq(c.live, 1,
+                 "waker \"%s\" does not balance: %ld references are still held besides the "
+                 "test's own (clones %u, wakes %u, drops %u). Every waker the signal stores "
+                 "must be given back, by a wake or a drop, by the time both handles are gone.",
+                 counting_waker_label(cw), c.live - 1, c.clones, c.wakes, c.drops);
+    counting_waker_free(cw);
+}
+
+void new_signal(void (*drop_value)(void *), struct signal **p, struct signal_future **f)
+{
+    *p = NULL;
+    *f = NULL;
+    int rc = signal_new(drop_value, p, f);
+    cr_assert_eq(rc, 0, "signal_new returned %d; it must return 0 when memory is available", rc);
+    cr_assert_not_null(*p, "signal_new returned 0 but did not set the producer handle");
+    cr_assert_not_null(*f, "signal_new returned 0 but did not set the future handle");
+}
+
+const char *outcome_name(enum signal_outcome o)
+{
+    switch (o) {
+    case SIGNAL_VALUE: return "SIGNAL_VALUE";
+    case SIGNAL_CLOSED: return "SIGNAL_CLOSED";
+    case SIGNAL_TAKEN: return "SIGNAL_TAKEN";
+    }
+    return "an unknown outcome (out was not filled in)";
+}
+
+const char *status_name(enum signal_status s)
+{
+    switch (s) {
+    case SIGNAL_OK: return "SIGNAL_OK";
+    case SIGNAL_ALREADY_COMPLETE: return "SIGNAL_ALREADY_COMPLETE";
+    case SIGNAL_NO_LISTENER: return "SIGNAL_NO_LISTENER";
+    }
+    return "an unknown status";
+}
+
+void expect_ready(enum poll r, const struct signal_output *out, enum signal_outcome outcome,
+                  void *value, const char *what)
+{
+    cr_assert_eq(r, POLL_READY, "%s returned POLL_PENDING; it must be POLL_READY with %s",
+                 what, outcome_name(outcome));
+    cr_assert_eq(out->outcome, outcome, "%s was Ready with %s; expected %s", what,
+                 outcome_name(out->outcome), outcome_name(outcome));
+    cr_assert_eq(out->value, value, "%s was Ready with %s but value %p; expected %p%s", what,
+                 outcome_name(out->outcome), out->value, value,
+                 value ? " (the producer's value)" : " (NULL: only SIGNAL_VALUE carries a value)");
+}

@@ -1,0 +1,192 @@
+/* stage02.h - what the stage 02 tests share: a "done" flag with a timed
+ * wait, and park / block_on run on a watched thread of their own.
+ *
+ * A lost wakeup hangs a thread forever. A test that calls park or block_on
+ * on its own thread would then hang too, and the student would see only
+ * "timed out". Instead the call runs on a helper thread and the test thread
+ * waits for it with a deadline: past the deadline the test fails with a
+ * sentence that says what was lost. Where it can, it also rescues the helper
+ * (an extra unpark) so the test ends cleanly; a hung block_on cannot be
+ * rescued from outside, and is left behind when the test fails.
+ */
+#ifndef STAGE02_H
+#define STAGE02_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "lab_test.h"
+#include "measure.h"
+#include "parker.h"
+#include "block_on.h"
+
+/* How long a test waits for something that should happen at once before it
+ * calls it a hang: generous, and stretched in the Valgrind lane. */
+#define STAGE02_RESCUE_MS (2000u * (unsigned)LAB_TIMEOUT_SCALE)
+
+#define MS_NS UINT64_C(1000000)
+
+/* ---- a flag one thread sets and another waits for ------------------------ */
+
+struct done_flag {
+    pthread_mutex_t lock; /* protects done */
+    pthread_cond_t cond;  /* signalled when done becomes true (CLOCK_MONOTONIC) */
+    bool done;
+};
+
+static inline void done_init(struct done_flag *d)
+{
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->cond, &a);
+    pthread_condattr_destroy(&a);
+    d->done = false;
+}
+
+static inline void done_set(struct done_flag *d)
+{
+    pthread_mutex_lock(&d->lock);
+    d->done = true;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* True when the flag is (or becomes) set within `ms`; ms == 0 only looks. */
+static inline bool done_wait(struct done_flag *d, unsigned ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&d->lock);
+    int rc = 0;
+    while (!d->done && rc == 0)
+        rc = pthread_cond_timedwait(&d->cond, &d->lock, &deadline);
+    bool done = d->done;
+    pthread_mutex_unlock(&d->lock);
+    return done;
+}
+
+static inline void done_destroy(struct done_flag *d)
+{
+    pthread_cond_destroy(&d->cond);
+    pthread_mutex_destroy(&d->lock);
+}
+
+/* ---- park on a watched thread -------------------------------------------- */
+
+struct bg_park {
+    struct parker *p;      /* borrowed: the test keeps its reference */
+    int64_t timeout_ns;    /* < 0: parker_park; else parker_park_timeout */
+    bool result;           /* park_timeout's answer (true for parker_park) */
+    uint64_t elapsed_ns;   /* wall time inside the call */
+    struct done_flag done; /* set when the call returned */
+    pthread_t thread;
+};
+
+static inline void *bg_park_main(void *arg)
+{
+    struct bg_park *b = arg;
+    uint64_t t0 = monotonic_ns();
+    if (b->timeout_ns < 0) {
+        parker_park(b->p);
+        b->result = true;
+    } else {
+        b->result = parker_park_timeout(b->p, (uint64_t)b->timeout_ns);
+    }
+    b->elapsed_ns = monotonic_ns() - t0;
+    done_set(&b->done);
+    return NULL;
+}
+
+/* The helper becomes the parker's owner: the test thread must not park on p
+ * until bg_park_finish() has returned. */
+static inline void bg_park_start(struct bg_park *b, struct parker *p, int64_t timeout_ns)
+{
+    b->p = p;
+    b->timeout_ns = timeout_ns;
+    b->result = false;
+    b->elapsed_ns = 0;
+    done_init(&b->done);
+    if (pthread_create(&b->thread, NULL, bg_park_main, b) != 0)
+        cr_fail("could not start a thread (test machine out of resources)");
+}
+
+/* Waits up to `ms` for the park to return. True when it did. False when it
+ * was still asleep: then the helper is rescued with an unpark (and joined),
+ * so the test can fail cleanly. Either way the helper has been joined. */
+static inline bool bg_park_finish(struct bg_park *b, unsigned ms)
+{
+    bool in_time = done_wait(&b->done, ms);
+    while (!in_time && !done_wait(&b->done, 10))
+        parker_unpark(b->p); /* the rescue: whatever was lost, give a token now */
+    pthread_join(b->thread, NULL);
+    done_destroy(&b->done);
+    return in_time;
+}
+
+/* CPU time used so far by another thread of this process. */
+static inline uint64_t thread_cpu_ns_of(pthread_t t)
+{
+    clockid_t id;
+    struct timespec ts;
+    if (pthread_getcpuclockid(t, &id) != 0 || clock_gettime(id, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- block_on on a watched thread ---------------------------------------- */
+
+struct bg_block_on {
+    struct future fut;
+    void *out;
+    unsigned long polls;   /* block_on's answer */
+    uint64_t cpu_ns;       /* CPU time of the blocking thread inside block_on */
+    uint64_t elapsed_ns;   /* wall time inside block_on */
+    struct done_flag done; /* set when block_on returned */
+    pthread_t thread;
+};
+
+static inline void *bg_block_on_main(void *arg)
+{
+    struct bg_block_on *b = arg;
+    uint64_t t0 = monotonic_ns(), c0 = thread_cpu_ns();
+    b->polls = block_on(b->fut, b->out);
+    b->cpu_ns = thread_cpu_ns() - c0;
+    b->elapsed_ns = monotonic_ns() - t0;
+    done_set(&b->done);
+    return NULL;
+}
+
+static inline void bg_block_on_start(struct bg_block_on *b, struct future fut, void *out)
+{
+    b->fut = fut;
+    b->out = out;
+    b->polls = 0;
+    b->cpu_ns = b->elapsed_ns = 0;
+    done_init(&b->done);
+    if (pthread_create(&b->thread, NULL, bg_block_on_main, b) != 0)
+        cr_fail("could not start a thread (test machine out of resources)");
+}
+
+/* Waits up to `ms` for block_on to return; true (and joined) when it did.
+ * False: block_on is still blocked; the thread is left as it is (a hung
+ * block_on cannot be rescued from outside) and the caller fails the test. */
+static inline bool bg_block_on_finish(struct bg_block_on *b, unsigned ms)
+{
+    if (!done_wait(&b->done, ms))
+        return false;
+    pthread_join(b->thread, NULL);
+    done_destroy(&b->done);
+    return true;
+}
+
+#endif
