@@ -215,7 +215,7 @@ class Symbolizer:
         return out[:limit]
 
 
-PATH = re.compile(r"(?:/[^/\s():]+)+/((?:grader|common|solutions|labs)/|\d\d-[\w-]+/)")
+PATH = re.compile(r"(?:/[^/\s():]+)+?/((?:grader|common|solutions|labs)/|\d\d-[\w-]+/)")
 
 
 def short_path(text):

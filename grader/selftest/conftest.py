@@ -1,0 +1,91 @@
+"""Shared helpers of the grader's self-tests (make test)."""
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GRADER = ROOT / "grader"
+sys.path.insert(0, str(GRADER))
+
+from lab_grader import rubric  # noqa: E402
+
+
+@dataclasses.dataclass
+class Graded:
+    returncode: int
+    output: str
+    results: dict
+    seconds: float
+
+    def item(self, key):
+        for t in self.results.get("tests", []):
+            if t["number"] == key:
+                return t
+        raise KeyError(f"{key} not in results ({[t['number'] for t in self.results.get('tests', [])]})")
+
+    @property
+    def score(self):
+        return self.results.get("score", 0)
+
+
+def grade(tmp_path, target, stage=None, items=None, extra=(), timeout=1200):
+    """Runs `make grade` exactly as a user would; returns what it printed and
+    the Gradescope results."""
+    results = tmp_path / f"results-{time.monotonic_ns()}.json"
+    cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), "grade", f"TARGET={target}",
+           f"RESULTS={results}"]
+    if stage:
+        cmd.append(f"STAGE={stage}")
+    if items:
+        cmd.append(f"ITEMS={','.join(items)}")
+    cmd += list(extra)
+    env = dict(os.environ, NO_COLOR="1")
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    seconds = time.monotonic() - start
+    data = json.loads(results.read_text()) if results.exists() else {}
+    return Graded(proc.returncode, proc.stdout + proc.stderr, data, seconds)
+
+
+def stages():
+    return rubric.load_all(GRADER / "rubric")
+
+
+@dataclasses.dataclass
+class Mutant:
+    stage: str
+    name: str
+    path: pathlib.Path
+    catches: list
+    bug: str
+    expect: list     # texts the report must contain for the caught items
+
+
+def mutants():
+    out = []
+    for path in sorted((GRADER / "mutants").glob("*/*.patch")):
+        fields = {}
+        for line in path.read_text().splitlines():
+            if line.startswith(("--- ", "diff ")):
+                break
+            if ":" in line:
+                k, _, v = line.partition(":")
+                fields.setdefault(k.strip().lower(), []).append(v.strip())
+        catches = [c.strip() for v in fields.get("catches", []) for c in v.split(",") if c.strip()]
+        out.append(Mutant(stage=path.parent.name, name=path.stem, path=path, catches=catches,
+                          bug=" ".join(fields.get("bug", [])), expect=fields.get("expect", [])))
+    return out
+
+
+def apply_mutant(m, dest):
+    """A copy of solutions/ with the mutant's patch applied."""
+    shutil.copytree(ROOT / "solutions", dest)
+    proc = subprocess.run(["patch", "-p1", "--batch", "--no-backup-if-mismatch", "-i", str(m.path)],
+                          cwd=dest, capture_output=True, text=True)
+    assert proc.returncode == 0, f"mutant {m.path.name} does not apply to solutions/:\n{proc.stdout}{proc.stderr}"
+    return dest

@@ -1,0 +1,44 @@
+"""The reference solutions get full marks (compiled with -Werror); the
+untouched skeletons get zero, every failure saying "not started", quickly;
+a later stage is graded with the reference of an earlier one that fails."""
+import shutil
+
+from conftest import ROOT, grade, stages
+
+
+def test_solutions_full_marks(tmp_path):
+    g = grade(tmp_path, ROOT / "solutions", extra=["WERROR=1"])
+    assert g.returncode == 0, f"solutions/ should pass everything:\n{g.output[-4000:]}"
+    expected = sum(s.max_points for s in stages())
+    assert g.score == expected, f"solutions/ scored {g.score} of {expected}\n{g.output[-4000:]}"
+    assert all(t["status"] == "passed" for t in g.results["tests"])
+    print(f"grade TARGET=solutions: {g.seconds:.1f} s")
+
+
+def test_skeleton_scores_zero_and_says_not_started(tmp_path):
+    g = grade(tmp_path, ROOT / "labs")
+    assert g.returncode == 1, g.output[-3000:]
+    assert g.score == 0, f"the untouched skeleton scored {g.score}\n{g.output[-3000:]}"
+    not_started = [t for t in g.results["tests"] if "not started" in t["output"]]
+    others = [t["number"] for t in g.results["tests"] if "not started" not in t["output"]]
+    assert not others, f"these items fail on the skeleton for another reason than 'not started': {others}\n{g.output[-4000:]}"
+    assert not_started
+    assert g.seconds < 60, f"grading the skeleton took {g.seconds:.0f} s; it must finish well under a minute"
+    print(f"grade of the untouched labs/: {g.seconds:.1f} s")
+
+
+def test_later_stage_uses_reference_when_earlier_fails(tmp_path):
+    """Stage 02 on top of the untouched stage 01 skeleton: stage 02 is still
+    graded in full, against the reference stage 01, and the report says so."""
+    later = [s for s in stages() if s.uses]
+    assert later, "no stage uses another"
+    s = later[0]
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "labs", tree)
+    shutil.rmtree(tree / s.name)
+    shutil.copytree(ROOT / "solutions" / s.name, tree / s.name)
+    g = grade(tmp_path, tree, stage=s.name)
+    assert g.returncode == 0, g.output[-4000:]
+    assert g.score == s.max_points
+    for dep in s.uses:
+        assert f"graded with the reference {dep}" in g.output, g.output[-3000:]

@@ -1,0 +1,63 @@
+"""The rubrics are coherent: every item's tests exist, every test is graded,
+every docs anchor exists, the generator's handout is up to date."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import GRADER, ROOT, stages
+
+sys.path.insert(0, str(GRADER))
+from lab_grader import build, run  # noqa: E402
+
+STAGES = stages()
+
+
+def slugs(markdown):
+    """GitHub-style heading anchors, plus explicit <a id="..."> anchors."""
+    out = set(re.findall(r'<a (?:id|name)="([^"]+)"', markdown))
+    for m in re.finditer(r"^#{1,6}\s+(.*)$", markdown, re.M):
+        text = re.sub(r"[`*_]", "", m.group(1)).strip().lower()
+        slug = re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_sections_exist(stage):
+    chapter = ROOT / stage.chapter
+    assert chapter.exists(), f"{stage.chapter} is missing"
+    anchors = slugs(chapter.read_text())
+    missing = [f"{i.id} -> {i.section}" for i in stage.items if i.section.lstrip("#") not in anchors]
+    assert not missing, f"rubric sections with no anchor in {stage.chapter}: {missing}"
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_every_test_is_graded_and_every_item_has_tests(stage, tmp_path):
+    b = build.Builder(ROOT, ROOT / "build" / "grade")
+    dirs = [ROOT / "solutions" / n for n in [*stage.uses, stage.name]]
+    objs = b.test_objects(GRADER / "tests" / stage.name, "plain", dirs)
+    srcs = [ROOT / "solutions" / n / f for n in [stage.name] for f in stage.sources]
+    for u in stage.uses:
+        srcs += [ROOT / "solutions" / u / f for f in next(s for s in STAGES if s.name == u).sources]
+    objs += [b.compile(s, "plain", dirs, werror=True).obj for s in srcs]
+    binary = b.link(objs + b.common_objects("plain"), tmp_path / "t", "plain")
+    tests = run.list_tests(binary)
+    assert tests, "the test binary lists no tests"
+    used = set()
+    for item in stage.items:
+        used.update(run.expand(item.tests, tests))  # raises on a pattern that matches nothing
+    unused = sorted(set(tests) - used)
+    assert not unused, f"tests no rubric item grades: {unused}"
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_race_items_repeat(stage):
+    for item in stage.lane_items("race"):
+        assert item.runs >= 2, f"{item.key}: a race item must run more than once"
+
+
+def test_labs_up_to_date():
+    proc = subprocess.run([sys.executable, str(GRADER / "skeleton.py"), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

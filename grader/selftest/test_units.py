@@ -1,0 +1,204 @@
+"""Unit tests of the grader's parts that read other programs' output: the
+skeleton generator, the records, Criterion's XML, Valgrind's logs, rubrics."""
+import pathlib
+import sys
+import textwrap
+
+import pytest
+
+from conftest import GRADER
+
+sys.path.insert(0, str(GRADER))
+import skeleton  # noqa: E402
+from lab_grader import records, rubric, run  # noqa: E402
+
+
+# ---- skeleton generator ------------------------------------------------------
+
+def test_code_region_becomes_todo_with_void_params():
+    src = textwrap.dedent("""\
+        int f(struct s *a,
+              void (*cb)(void *), const char *names[4])
+        {
+            /* BEGIN STUDENT: add "them" up */
+            return a->x;
+            /* END STUDENT */
+        }
+    """)
+    out = skeleton.studentize(src, "x.c")
+    assert "return a->x" not in out
+    assert '    LAB_TODO("add \\"them\\" up");' in out
+    for p in ("a", "cb", "names"):
+        assert f"    (void){p};" in out
+
+
+def test_fields_and_hidden_regions():
+    src = textwrap.dedent("""\
+        struct st {
+            /* BEGIN STUDENT FIELDS: a lock */
+            int lock;
+            /* END STUDENT */
+        };
+        /* BEGIN STUDENT HIDDEN */
+        static int helper(void) { return 1; }
+        /* END STUDENT */
+        int keep;
+    """)
+    out = skeleton.studentize(src, "x.c")
+    assert "int todo_your_fields_here; /* TODO: a lock */" in out
+    assert "helper" not in out and "int keep;" in out
+
+
+@pytest.mark.parametrize("src,msg", [
+    ("/* BEGIN STUDENT: x */\nint a;\n", "without END"),
+    ("int a;\n/* END STUDENT */\n", "without BEGIN"),
+    ("/* BEGIN STUDENT: x */\n/* BEGIN STUDENT: y */\n/* END STUDENT */\n", "nested"),
+    ("void f(void)\n{\n/* BEGIN STUDENT */\n/* END STUDENT */\n}\n", "needs a hint"),
+])
+def test_marker_errors(src, msg):
+    with pytest.raises(skeleton.MarkerError, match=msg):
+        skeleton.studentize(src, "x.c")
+
+
+def test_todo_include_added_once():
+    out = skeleton.add_todo_include('#include <stdio.h>\n#include "a.h"\nint x;\n')
+    assert out.splitlines()[2] == '#include "lab_todo.h"'
+    assert not skeleton.needs_todo_include(out + 'LAB_TODO("x");')
+
+
+# ---- records -----------------------------------------------------------------
+
+RECORD = """\
+BEGIN 10 s::t
+SEED 10 42
+NOTE 10 polls=2
+HANG 10 s::t still running
+THREAD 10 10 main S
+BT-BEGIN 10 10 hang
+prog(f+0x10)[0x1]
+BT-END
+THREAD 10 11 x blocked
+BEGIN 12 s::t
+END 12 s::t abc
+TODO 13 a.c:3 f() is not written yet
+"""
+
+
+def test_records_parse():
+    runs = records.parse(RECORD)
+    first, second, third = runs
+    assert first.seed == "42" and first.notes == ["polls=2"] and not first.ended
+    assert first.threads[0].frames == ["prog(f+0x10)[0x1]"]
+    assert first.threads[1].state == "blocked"
+    assert second.ended and second.nonce == "abc"
+    assert third.todo.startswith("a.c:3")
+
+
+def test_short_path():
+    assert records.short_path("at f (/x/y/grader/tests/01-a/t.c:3)") == "at f (grader/tests/01-a/t.c:3)"
+    assert records.short_path("/tmp/q/01-signal/signal.c:9") == "01-signal/signal.c:9"
+
+
+# ---- Criterion XML and judging ----------------------------------------------------
+
+XML = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="Criterion Tests" tests="3" failures="1" errors="1" disabled="0">
+  <testsuite name="s" tests="3" failures="1" errors="1">
+    <testcase name="ok" assertions="1" status="PASSED" time="0.000"></testcase>
+    <testcase name="bad" assertions="1" status="FAILED" time="0.001">
+      <failure type="assert" message="1 assertion(s) failed."><![CDATA[t.c:6: a "quoted" <msg>]]>&#10;</failure>
+    </testcase>
+    <testcase name="slow" assertions="0" status="ERRORED" time="2.005">
+      <error type="timeout" message="The test timed out." />    </testcase>
+  </testsuite>
+</testsuites>"""
+
+
+def test_parse_xml(tmp_path):
+    p = tmp_path / "r.xml"
+    p.write_text(XML)
+    r = run.parse_xml(p)
+    assert r["s::ok"][0] == "PASSED"
+    assert r["s::bad"][2] == 't.c:6: a "quoted" <msg>'
+    assert r["s::slow"][1] == "timeout"
+
+
+class NoSymbols:
+    def frames(self, raw):
+        return raw
+
+
+def judge(test, report_line, record_text, nonce="n"):
+    recs = {}
+    for r in records.parse(record_text):
+        recs.setdefault(r.test, []).append(r)
+    report = {test: report_line} if report_line else {}
+    return run.judge(test, report, recs, NoSymbols(), nonce)
+
+
+def test_judge_verdicts():
+    assert judge("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\nEND 1 s::a n\n").verdict == "pass"
+    assert judge("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\n").verdict == "exited-early"
+    assert judge("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\nEND 1 s::a forged\n").verdict == "exited-early"
+    assert judge("s::a", ("FAILED", "assert", "x", 0), "BEGIN 1 s::a\nTODO 1 f.c:1 g()\n").verdict == "not-started"
+    assert judge("s::a", ("ERRORED", "crash", "", 0), "BEGIN 1 s::a\nCRASH 1 SEGV\n").message == "crashed (SIGSEGV)"
+    assert judge("s::a", ("ERRORED", "timeout", "", 2), "BEGIN 1 s::a\n").verdict == "timeout"
+    assert judge("s::a", None, "").verdict == "missing"
+
+
+def test_filter_and_expand():
+    assert run.filter_for(["s::a"]) == "s/a"
+    assert run.filter_for(["s::a", "t::b"]) == "@(s/a|t/b)"
+    assert run.expand(["s/*"], ["s::a", "s::b", "t::a"]) == ["s::a", "s::b"]
+    with pytest.raises(LookupError):
+        run.expand(["s/zzz"], ["s::a"])
+
+
+# ---- Valgrind logs -----------------------------------------------------------------
+
+VG = """==7== Invalid read of size 4
+==7==    at 0x1: f (a.c:3)
+==7==  Address 0x2 is 0 bytes inside a block of size 8 free'd
+==7==
+==7== 16 bytes in 1 blocks are definitely lost in loss record 1 of 1
+==7==    at 0x3: malloc (vg)
+==7==    by 0x4: g (b.c:9)
+==7==
+"""
+
+
+def test_valgrind_blocks():
+    blocks = run.valgrind_errors(VG)
+    assert len(blocks) == 2
+    assert "Invalid read" in blocks[0][0] and "free'd" in blocks[0][2]
+    assert "definitely lost" in blocks[1][0] and "g (b.c:9)" in blocks[1][2]
+
+
+# ---- rubric validation ---------------------------------------------------------------
+
+def write_rubric(tmp_path, body):
+    p = tmp_path / "09-x.toml"
+    p.write_text('stage = "09-x"\ntitle = "x"\nchapter = "docs/x.md"\nsources = ["x.c"]\n' + body)
+    return p
+
+
+@pytest.mark.parametrize("body,msg", [
+    ("", "no items"),
+    ('[[item]]\nid="a"\npoints=1\nlane="nope"\ntests=["s/a"]\nclause="c"\nsection="#s"\n', "lane must be"),
+    ('[[item]]\nid="a"\npoints=1\nlane="plain"\ntests=[]\nclause="c"\nsection="#s"\n', "names no test"),
+    ('[[item]]\nid="a"\npoints=1\nlane="plain"\ntests=["s/a"]\nclause="c"\nsection="#s"\n' * 2, "used twice"),
+    ('[[item]]\nid="a"\npoints=0\nlane="plain"\ntests=["s/a"]\nclause="c"\nsection="#s"\n', "worth points"),
+    ('[[item]]\nid="a"\npoints=1\nlane="plain"\ntests=["s/a"]\nclause="c"\nsection="#s"\nrepeat=3\n', "unknown keys"),
+])
+def test_rubric_errors(tmp_path, body, msg):
+    with pytest.raises(rubric.RubricError, match=msg):
+        rubric.load_stage(write_rubric(tmp_path, body))
+
+
+def test_stage_selection():
+    a = rubric.Stage("01-a", "", "", [], [], [], pathlib.Path("01-a.toml"))
+    b = rubric.Stage("02-b", "", "", [], [], [], pathlib.Path("02-b.toml"))
+    assert rubric.select([a, b], "2") == [b]
+    assert rubric.select([a, b], "01-a,2") == [a, b]
+    with pytest.raises(rubric.RubricError, match="no such stage"):
+        rubric.select([a, b], "7")
