@@ -22,7 +22,8 @@ WERROR ?=
 VG_SCALE ?= 0.05
 
 # The first Python that has pytest: python3 on PATH may be a build without
-# the distribution's packages, while /usr/bin/python3 has them.
+# the distribution's packages, while /usr/bin/python3 has them. Expanded
+# when a recipe runs, so after `deps` has installed what was missing.
 PY = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done)
 PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
 
@@ -34,10 +35,12 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 .PHONY: grade test labs labs-check deps deps-test clean
 
 grade: deps
+	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 	@$(PYTEST) grader/grade $(GRADE_ARGS)
 
 test: deps-test labs-check
-	@$(PY) -m pytest -p no:cacheprovider -q --no-header -rfE grader/selftest -n 2
+	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
+	@$(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
 
 labs:
 	@python3 grader/skeleton.py --write

@@ -25,6 +25,13 @@ command -v patch >/dev/null 2>&1 || need="$need patch"
 [ -f /usr/include/criterion/criterion.h ] || need="$need libcriterion-dev"
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 have_pytest || need="$need python3-pytest"
+# rubrics are TOML: Python 3.11 reads it; 3.10 needs python3-tomli
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import pytest' 2>/dev/null; then
+        "$p" -c 'import tomllib' 2>/dev/null || "$p" -c 'import tomli' 2>/dev/null || need="$need python3-tomli"
+        break
+    fi
+done
 if [ "${1:-grade}" = test ]; then
     have_xdist || need="$need python3-pytest-xdist"
 fi
