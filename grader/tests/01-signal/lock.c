@@ -50,7 +50,7 @@ static void wake_hook(struct counting_waker *cw, enum waker_event ev, unsigned n
         return;
     pr->started = true;
     if (pthread_create(&pr->thread, NULL, probe_main, pr) != 0)
-        cr_fail("could not start the probe thread");
+        cr_assert(false, "could not start the probe thread");
     unsigned waited = 0, limit = SCALED_MS(200);
     while (!atomic_load_explicit(&pr->done, memory_order_acquire) && waited < limit) {
         lab_sleep_ms(2);
