@@ -7,6 +7,7 @@
 #   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
 #   make test                        the project's own tests (instructors)
 #   make labs                        regenerate labs/ from solutions/
+#   make handout                     the student handout, in build/handout
 #   make clean
 .POSIX:
 SHELL = /bin/sh
@@ -32,7 +33,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror)
 
-.PHONY: grade test labs labs-check deps deps-test clean
+.PHONY: grade test labs labs-check handout deps deps-test clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -47,6 +48,9 @@ labs:
 
 labs-check:
 	@python3 grader/skeleton.py --check
+
+handout: labs-check
+	@python3 grader/handout.py
 
 deps:
 	@sh grader/deps.sh grade

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Write the student handout: everything a student needs, nothing they must
+not see.
+
+    handout.py [--out DIR]        (default build/handout)
+
+In:  README.md, Makefile, docs/ (answer files left out), common/, labs/,
+     the public grader (rubrics, tests, the engine), and reference objects:
+     every stage's solution compiled (plain and TSan builds), no source, so a
+     later stage can be graded on top of a reference earlier stage.
+Out: solutions/, the mutants, the grader's self-tests, answer keys.
+"""
+import argparse
+import pathlib
+import shutil
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "grader"))
+
+from lab_grader import build, rubric  # noqa: E402
+
+KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "skeleton.py", "grade", "lab_grader", "rubric", "tests"]
+
+
+def ignore(_dir, names):
+    return [n for n in names if n.startswith("ANSWERS") or n == "answers" or n == "__pycache__"]
+
+
+def reference_objects(out, build_dir):
+    b = build.Builder(ROOT, build_dir)
+    for stage in rubric.load_all(ROOT / "grader" / "rubric"):
+        names = [*stage.uses, stage.name]
+        dirs = [ROOT / "solutions" / n for n in names]
+        for variant in ("plain", "tsan"):
+            dest = out / "grader" / "reference" / stage.name / variant
+            dest.mkdir(parents=True, exist_ok=True)
+            for src in stage.sources:
+                obj = b.compile(ROOT / "solutions" / stage.name / src, variant, dirs, werror=True).obj
+                shutil.copyfile(obj, dest / (pathlib.Path(src).stem + ".o"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "handout")
+    args = ap.parse_args()
+    out = args.out.resolve()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for f in ("README.md", "Makefile", ".gitignore"):
+        shutil.copyfile(ROOT / f, out / f)
+    for d in ("docs", "common", "labs"):
+        shutil.copytree(ROOT / d, out / d, ignore=ignore)
+    for name in KEEP_GRADER:
+        src = ROOT / "grader" / name
+        if src.is_dir():
+            shutil.copytree(src, out / "grader" / name, ignore=ignore)
+        else:
+            shutil.copyfile(src, out / "grader" / name)
+    reference_objects(out, ROOT / "build" / "grade")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
