@@ -21,7 +21,7 @@ LAB_TEST(signal_drop, future_drop_releases_waker, 5)
 
     signal_future_drop(f);
     struct waker_counts c = counting_waker_counts(task);
-    cr_assert_eq(c.live, 1, "right after signal_future_drop the signal still holds %ld references to the task's waker; dropping a pending future must release its stored waker at once, not when the producer goes (contract 8)", c.live - 1);
+    cr_assert_eq(c.live, 1, "right after signal_future_drop the signal still holds the task's waker (%ld reference(s)); dropping a pending future must release its stored waker at once, not when the producer goes (contract 8)", c.live - 1);
     cr_assert_eq(c.wakes + c.wake_by_refs, 0u, "signal_future_drop woke the waker; a cancelled future has nobody to wake, it should drop the waker");
 
     enum signal_status st = signal_complete(p, &the_value);

@@ -3,7 +3,7 @@
  * How it is detected: a hook runs inside the waker's wake, on the thread
  * that is completing (or dropping) the producer. The hook starts a probe
  * thread that polls the future, which needs the signal's lock, and waits up
- * to 200 ms for it. If the wake runs after unlocking, the probe gets the lock
+ * to 200 ms (from the moment the probe runs) for it. If the wake runs after unlocking, the probe gets the lock
  * at once and finds the outcome. If the wake runs under the lock, the probe
  * is stuck until the wake returns: that is the bug, and the test says so.
  *
@@ -26,6 +26,7 @@ struct probe {
     pthread_t thread;
     bool started;          /* hook thread only, read after signal_complete returns */
     bool blocked;          /* same */
+    atomic_bool entered;   /* probe -> hook: the probe runs and is about to poll */
     atomic_bool done;      /* probe -> hook: the poll returned */
     enum poll result;      /* written by the probe, read after the join */
     struct signal_output out;
@@ -36,6 +37,7 @@ static void *probe_main(void *arg)
     struct probe *pr = arg;
     struct waker w = counting_waker_get(pr->probe_waker);
     struct context cx = context_from_waker(&w);
+    atomic_store_explicit(&pr->entered, true, memory_order_release); /* pairs with the hook's acquire */
     pr->result = signal_future_poll(pr->fut, &cx, &pr->out);
     atomic_store_explicit(&pr->done, true, memory_order_release); /* pairs with the hook's acquire */
     return NULL;
@@ -51,11 +53,14 @@ static void wake_hook(struct counting_waker *cw, enum waker_event ev, unsigned n
     pr->started = true;
     if (pthread_create(&pr->thread, NULL, probe_main, pr) != 0)
         cr_assert(false, "could not start the probe thread");
-    unsigned waited = 0, limit = SCALED_MS(200);
-    while (!atomic_load_explicit(&pr->done, memory_order_acquire) && waited < limit) {
-        lab_sleep_ms(2);
-        waited += 2;
-    }
+    /* The 200 ms start when the probe is running, so a slow scheduler on a
+     * loaded machine is not mistaken for a held lock. */
+    for (unsigned waited = 0; !atomic_load_explicit(&pr->entered, memory_order_acquire) &&
+                              waited < SCALED_MS(5000); waited++)
+        lab_sleep_ms(1);
+    for (unsigned waited = 0; !atomic_load_explicit(&pr->done, memory_order_acquire) &&
+                              waited < SCALED_MS(200); waited++)
+        lab_sleep_ms(1);
     pr->blocked = !atomic_load_explicit(&pr->done, memory_order_acquire);
 }
 
@@ -72,6 +77,7 @@ static void run_probe_test(int mode)
     cr_assert_eq(poll_with(f, task, &out), POLL_PENDING, "the first poll returned Ready before the producer did anything");
 
     struct probe pr = { .fut = f, .probe_waker = probe_w };
+    atomic_init(&pr.entered, false);
     atomic_init(&pr.done, false);
     counting_waker_set_hook(task, wake_hook, &pr);
 

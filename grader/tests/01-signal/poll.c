@@ -20,7 +20,7 @@ LAB_TEST(signal_poll, pending_registers, 5)
                  outcome_name(out.outcome));
     struct waker_counts c = counting_waker_counts(task);
     cr_assert_eq(c.clones, 1, "poll returned Pending after cloning the task's waker %u times; it must store exactly one clone (contract 1)", c.clones);
-    cr_assert_eq(c.live, 2, "poll returned Pending but the signal holds %ld references to the task's waker; it must keep exactly one, to wake it later (contract 1)", c.live - 1);
+    cr_assert_eq(c.live, 2, "poll returned Pending but the signal holds %ld reference(s) to the task's waker; it must keep exactly one, to wake it later (contract 1)", c.live - 1);
     cr_assert_eq(counting_waker_woken(task), 0u, "poll woke the task's waker although nothing happened yet");
 
     cr_assert_eq(signal_complete(p, &value_a), SIGNAL_OK, "signal_complete on a fresh signal with a live future must return SIGNAL_OK");
@@ -50,8 +50,8 @@ LAB_TEST(signal_poll, latest_waker_only, 5)
     cr_assert_eq(poll_with(f, b, &out), POLL_PENDING, "the second poll returned Ready before any completion");
 
     struct waker_counts ca = counting_waker_counts(a), cb = counting_waker_counts(b);
-    cr_assert_eq(cb.live, 2, "after a poll by a second task the signal holds %ld references to its waker; it must hold exactly one (the latest waker, contract 2)", cb.live - 1);
-    cr_assert_eq(ca.live, 1, "after a poll by a second task the signal still holds the first task's waker (%ld references); replacing a stored waker must drop the old one (contract 2)", ca.live - 1);
+    cr_assert_eq(cb.live, 2, "after a poll by a second task the signal holds %ld reference(s) to its waker; it must hold exactly one (the latest waker, contract 2)", cb.live - 1);
+    cr_assert_eq(ca.live, 1, "after a poll by a second task the signal still holds the first task's waker (%ld reference(s)); replacing a stored waker must drop the old one (contract 2)", ca.live - 1);
 
     cr_assert_eq(signal_complete(p, &value_a), SIGNAL_OK, "signal_complete must return SIGNAL_OK");
     cr_assert_eq(counting_waker_woken(a), 0u, "the first task's waker was woken; only the most recently registered waker may be (contract 2)");
@@ -80,7 +80,7 @@ LAB_TEST(signal_poll, latest_waker_back_and_forth, 5)
     cr_assert_eq(poll_with(f, a, &out), POLL_PENDING, "poll by A (again) returned Ready before any completion");
 
     cr_assert_eq(counting_waker_counts(b).live, 1, "after A polled again, the signal still holds B's waker; the stored waker must follow the most recent poll (contract 2)");
-    cr_assert_eq(counting_waker_counts(a).live, 2, "after A polled again, the signal holds %ld references to A's waker; it must hold exactly one (contract 2)",
+    cr_assert_eq(counting_waker_counts(a).live, 2, "after A polled again, the signal holds %ld reference(s) to A's waker; it must hold exactly one (contract 2)",
                  counting_waker_counts(a).live - 1);
 
     cr_assert_eq(signal_complete(p, &value_a), SIGNAL_OK, "signal_complete must return SIGNAL_OK");

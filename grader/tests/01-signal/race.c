@@ -33,6 +33,7 @@ struct forced {
     pthread_t completer;
     bool started;               /* set and read by the polling thread only */
     bool finished_in_clone;     /* same */
+    atomic_bool entered;        /* completer -> poller: running, about to complete or drop */
     atomic_bool finished;       /* completer -> poller: signal_complete/drop returned */
     enum signal_status status;  /* written by the completer, read after the join */
 };
@@ -40,6 +41,7 @@ struct forced {
 static void *completer_main(void *arg)
 {
     struct forced *fc = arg;
+    atomic_store_explicit(&fc->entered, true, memory_order_release); /* pairs with the hook's acquire */
     if (fc->close_instead)
         signal_drop(fc->producer);
     else
@@ -57,12 +59,14 @@ static void clone_hook(struct counting_waker *cw, enum waker_event ev, unsigned 
     fc->started = true;
     if (pthread_create(&fc->completer, NULL, completer_main, fc) != 0)
         cr_assert(false, "could not start the completer thread");
-    /* Give the completer 50 ms; it can only finish now if the lock is free. */
-    for (unsigned waited = 0; waited < 50; waited += 1) {
-        if (atomic_load_explicit(&fc->finished, memory_order_acquire))
-            break;
+    /* Wait until the completer runs (a loaded machine may be slow to start
+     * it), then give it 50 ms: it can only finish now if the lock is free. */
+    for (unsigned waited = 0; !atomic_load_explicit(&fc->entered, memory_order_acquire) &&
+                              waited < SCALED_MS(5000); waited++)
         lab_sleep_ms(1);
-    }
+    for (unsigned waited = 0; !atomic_load_explicit(&fc->finished, memory_order_acquire) &&
+                              waited < SCALED_MS(50); waited++)
+        lab_sleep_ms(1);
     fc->finished_in_clone = atomic_load_explicit(&fc->finished, memory_order_acquire);
 }
 
@@ -79,6 +83,7 @@ static void run_forced(bool close_instead)
     new_signal(NULL, &p, &f);
 
     struct forced fc = { .producer = p, .close_instead = close_instead };
+    atomic_init(&fc.entered, false);
     atomic_init(&fc.finished, false);
     counting_waker_set_hook(task, clone_hook, &fc);
 

@@ -36,7 +36,7 @@ void expect_books_balanced(struct counting_waker *cw)
 {
     struct waker_counts c = counting_waker_counts(cw);
     cr_assert_eq(c.live, 1,
-                 "waker \"%s\" does not balance: %ld references are still held besides the "
+                 "waker \"%s\" does not balance: %ld reference(s) still held besides the "
                  "test's own (clones %u, wakes %u, drops %u). Every waker the signal stores "
                  "must be given back, by a wake or a drop, by the time both handles are gone.",
                  counting_waker_label(cw), c.live - 1, c.clones, c.wakes, c.drops);
