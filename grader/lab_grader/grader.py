@@ -205,7 +205,7 @@ class Grader:
             for variant in build.VARIANTS:
                 code = build.CODE_VARIANT[variant]
                 objs = (self.builder.test_objects(tests_dir, variant, dirs) + [c.obj for c in mine[code]] +
-                        dep_objs[code] + self.builder.common_objects(code))
+                        dep_objs[code] + self.builder.common_objects(variant))
                 out = self.work / stage.name / f"tests-{variant}"
                 result.binaries[variant] = self.builder.link(objs, out, variant)
         except build.BuildError as e:
