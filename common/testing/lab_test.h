@@ -8,7 +8,8 @@
  *     standin/ first on the include path.
  * Use only the macros the stand-in implements: Test, TestSuite, cr_assert,
  * cr_assert_not, cr_assert_eq/neq/lt/leq/gt/geq, cr_assert_null/not_null,
- * cr_fail.
+ * cr_assert_fail (Criterion's cr_fail takes a different first argument: do
+ * not use it).
  */
 #ifndef LAB_TEST_H
 #define LAB_TEST_H

@@ -163,6 +163,15 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
     if kind == "timeout":
         o.verdict = "timeout"
         o.message = f"timed out after {secs:.1f} s" + (f": {hang_hint}" if hang_hint else "")
+        threads = [t for t in run.threads if t.name != "lab-watchdog" and t.state != "blocked"] if run else []
+        if threads:
+            if any(t.state == "R" for t in threads):
+                o.details.append("likely cause: a thread was still running when time ran out: a loop that "
+                                 "polls or spins instead of parking (or plain slowness)")
+            else:
+                o.details.append("likely cause: every thread was asleep: a wake that never came (a lost "
+                                 "wakeup: Pending returned with no waker registered, or the waker was "
+                                 "dropped instead of woken) or a deadlock")
         if run and run.threads:
             o.details.append("where each thread was when the watchdog fired:")
             for t in run.threads:

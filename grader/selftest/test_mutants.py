@@ -26,7 +26,7 @@ def test_mutants_name_real_items():
 def test_mutant_is_caught(m, tmp_path):
     tree = apply_mutant(m, tmp_path / "tree")
     g = grade(tmp_path, tree, stage=m.stage, items=m.catches)
-    assert g.returncode == 1, f"grading the mutant should exit 1; it exited {g.returncode}\n{g.output[-3000:]}"
+    assert g.returncode == 2, f"make grade should fail (make's status 2) on a mutant; it exited {g.returncode}\n{g.output[-3000:]}"
     for c in m.catches:
         t = g.item(f"{m.stage}/{c}")
         assert t["score"] == 0, f"item {c} gave points to mutant {m.name} ({m.bug})\n{g.output[-3000:]}"

@@ -17,7 +17,7 @@ def test_solutions_full_marks(tmp_path):
 
 def test_skeleton_scores_zero_and_says_not_started(tmp_path):
     g = grade(tmp_path, ROOT / "labs")
-    assert g.returncode == 1, g.output[-3000:]
+    assert g.returncode == 2, g.output[-3000:]   # make's status for a failed recipe
     assert g.score == 0, f"the untouched skeleton scored {g.score}\n{g.output[-3000:]}"
     not_started = [t for t in g.results["tests"] if "not started" in t["output"]]
     others = [t["number"] for t in g.results["tests"] if "not started" not in t["output"]]
@@ -42,3 +42,16 @@ def test_later_stage_uses_reference_when_earlier_fails(tmp_path):
     assert g.score == s.max_points
     for dep in s.uses:
         assert f"graded with the reference {dep}" in g.output, g.output[-3000:]
+
+
+def test_grader_exit_status(tmp_path):
+    """The grader itself exits 1 when an item fails (make turns that into 2)."""
+    import subprocess
+    import sys
+    from conftest import GRADER
+    s = stages()[0]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tb=no",
+                           str(GRADER / "grade"), f"--target={ROOT / 'labs'}", f"--stage={s.name}",
+                           f"--items={s.items[0].id}"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "not started" in proc.stdout

@@ -85,7 +85,11 @@ void signal_future_drop(struct signal_future *future);
 
 /* The future as a type-erased struct future (output: struct signal_output).
  * The returned value borrows the handle; future_drop() on it calls
- * signal_future_drop(). */
+ * signal_future_drop(). The state a runtime may copy before the first poll
+ * (future.h) is the handle itself, so signal_future_drop() must release the
+ * shared state without ever freeing the handle's own storage as a separate
+ * block: keep the handles inside the shared allocation, or make them plain
+ * pointers to it. */
 struct future signal_future_as_future(struct signal_future *future);
 
 #endif

@@ -10,6 +10,7 @@
 #include "lab_test.h"
 #include "measure.h"
 #include "futures.h"
+#include "wakers.h"
 #include "signal.h"
 #include "parker.h"
 #include "block_on.h"
@@ -211,7 +212,7 @@ LAB_TEST(block_on, sleep_two_polls_no_cpu, 10)
     cr_assert_eq(b.polls, 2, "block_on(thread_sleep(200 ms)) made %lu polls; expected exactly 2 "
                  "(one to start the timer and get Pending, one after its single wake). More "
                  "polls mean block_on polls without being woken", b.polls);
-    cr_assert_lt(b.cpu_ns, 20 * MS_NS,
+    cr_assert_lt(b.cpu_ns, STAGE02_WAIT_CPU_NS,
                  "block_on used %.1f ms of CPU while waiting 200 ms for one wake: waiting must "
                  "park the thread, not spin", (double)b.cpu_ns / 1e6);
 }
@@ -251,7 +252,7 @@ LAB_TEST(block_on, forgetful_future_parks_quietly, 10)
     lab_note("block_on(forgetful): %lu polls, %.3f ms CPU in 100 ms", polls, (double)cpu / 1e6);
     cr_assert_eq(polls, 1, "block_on polled a future %lu times in 100 ms although nothing woke "
                  "it: after Pending, block_on must park until a wake", polls);
-    cr_assert_lt(cpu, 20 * MS_NS, "block_on used %.1f ms of CPU in 100 ms waiting for a wake "
+    cr_assert_lt(cpu, STAGE02_WAIT_CPU_NS, "block_on used %.1f ms of CPU in 100 ms waiting for a wake "
                  "that never comes: it must park, not spin", (double)cpu / 1e6);
 }
 
@@ -259,9 +260,32 @@ LAB_TEST(block_on, forgetful_future_parks_quietly, 10)
 
 LAB_TEST(block_on, does_not_drop_future, 10)
 {
+    /* A Signal future: after block_on its owner may still poll it (Ready
+     * again, SIGNAL_TAKEN: stage 01's contract 7), and then drops it. */
+    static int value;
+    struct signal *sp;
+    struct signal_future *sf;
+    new_signal_pair(&sp, &sf);
+    cr_assert_eq(signal_complete(sp, &value), SIGNAL_OK, "signal_complete failed");
+    struct signal_output out = { .outcome = SIGNAL_TAKEN, .value = NULL };
+    unsigned long polls = block_on(signal_future_as_future(sf), &out);
+    struct waker none = noop_waker();
+    struct context cx = context_from_waker(&none);
+    struct signal_output again = { .outcome = SIGNAL_VALUE, .value = NULL };
+    enum poll r = signal_future_poll(sf, &cx, &again);
+    signal_future_drop(sf); /* the caller's drop: block_on must not have made one */
+    signal_drop(sp);
+    cr_assert(polls == 1 && out.outcome == SIGNAL_VALUE && out.value == &value,
+              "block_on on a completed Signal: %lu polls, outcome %d; expected 1 poll and the "
+              "value", polls, (int)out.outcome);
+    cr_assert(r == POLL_READY && again.outcome == SIGNAL_TAKEN,
+              "the Signal future, polled again by its owner after block_on, did not answer Ready "
+              "with SIGNAL_TAKEN: did block_on drop it?");
+
+    /* A future that counts its drops. */
     struct owned o = { .left = 1 };
     struct future f = future_of(&owned_vt, &o);
-    unsigned long polls = block_on(f, NULL);
+    polls = block_on(f, NULL);
     cr_assert_eq(polls, 2, "block_on on a future Pending once (self-woken) made %lu polls; "
                  "expected 2", polls);
     cr_assert_eq(o.drops, 0, "block_on dropped the future: the caller still owns it and drops "
@@ -331,45 +355,132 @@ LAB_TEST(block_on_race, wake_before_park, 10)
 }
 
 /* A producer completes a Signal at a random moment against block_on: before
- * the first poll, between poll and park, or while parked. Every iteration
- * must finish. */
+ * the first poll, between poll and park, or while parked. The two threads
+ * meet at a start line (the producer waits there; the consumer, once it
+ * sees the producer waiting, opens it), then each waits a random few
+ * microseconds, so the completion lands all around the first poll. Every
+ * iteration must finish. */
+struct start_line {
+    atomic_bool waiting; /* the producer is at the line */
+    atomic_bool go;      /* the consumer opened it */
+};
+
+struct racer {
+    struct start_line *line;
+    unsigned spin;                /* random delay after the start */
+    struct signal *signal;        /* producer: completes it */
+    struct signal_future *future; /* consumer: block_on on it */
+    int *value;
+    enum signal_status status;
+    struct signal_output out;
+    unsigned long polls;
+    struct done_flag done;
+};
+
+static void spin_for(unsigned n)
+{
+    for (volatile unsigned i = 0; i < n; i++)
+        ;
+}
+
+/* Spins until *flag; yields now and then so a loaded machine still moves. */
+static void spin_until(atomic_bool *flag)
+{
+    /* acquire: pairs with the release store that sets the flag */
+    for (unsigned n = 1; !atomic_load_explicit(flag, memory_order_acquire); n++)
+        if (n % 4096 == 0)
+            sched_yield();
+}
+
+static void *race_producer(void *arg)
+{
+    struct racer *r = arg;
+    atomic_store_explicit(&r->line->waiting, true, memory_order_release); /* pairs with spin_until */
+    spin_until(&r->line->go);
+    spin_for(r->spin);
+    r->status = signal_complete(r->signal, r->value);
+    return NULL;
+}
+
+/* The Signal future, plus a random pause after it registered its waker and
+ * before it returns Pending: a future may do bounded work there, and it
+ * widens the window in which a completion's wake reaches block_on before it
+ * parks. */
+struct slow_pending {
+    struct signal_future *inner;
+    unsigned pause;
+};
+
+static enum poll slow_pending_poll(void *self, struct context *cx, void *out)
+{
+    struct slow_pending *s = self;
+    enum poll r = signal_future_poll(s->inner, cx, out);
+    if (r == POLL_PENDING)
+        spin_for(s->pause);
+    return r;
+}
+
+static const struct future_vtable slow_pending_vt =
+    FUTURE_VTABLE_INIT(struct slow_pending, sizeof(struct signal_output), slow_pending_poll, NULL);
+
+static void *race_consumer(void *arg)
+{
+    struct racer *r = arg;
+    spin_until(&r->line->waiting);
+    atomic_store_explicit(&r->line->go, true, memory_order_release); /* pairs with spin_until */
+    spin_for(r->spin % 1000);
+    struct slow_pending f = { .inner = r->future, .pause = r->spin / 1000 };
+    r->polls = block_on(future_of(&slow_pending_vt, &f), &r->out);
+    done_set(&r->done);
+    return NULL;
+}
+
 LAB_TEST(block_on_race, signal_at_random_moment, 30)
 {
     uint64_t seed = lab_seed(), rng = seed;
-    unsigned iterations = lab_scale(1000, 20);
+    unsigned iterations = lab_scale(2000, 40);
     static int values[2];
+    unsigned long by_polls[4] = { 0 };
     for (unsigned i = 0; i < iterations; i++) {
-        struct signal *sp;
-        struct signal_future *sf;
-        new_signal_pair(&sp, &sf);
-        struct producer pr = {
-            .signal = sp, .value = &values[i % 2], .gate = NULL,
-            .spin = (unsigned)(lab_rand(&rng) % 1024),
-        };
-        unsigned consumer_spin = (unsigned)(lab_rand(&rng) % 1024);
-        pthread_t t;
-        cr_assert_eq(pthread_create(&t, NULL, producer_main, &pr), 0, "could not start a thread");
-        delay_for(consumer_spin);
+        struct start_line line;
+        atomic_init(&line.waiting, false);
+        atomic_init(&line.go, false);
+        struct racer prod = { .line = &line, .spin = (unsigned)(lab_rand(&rng) % 3000) };
+        /* consumer: a delay before block_on (spin % 1000) and a pause before
+         * Pending (spin / 1000, often none) */
+        uint64_t r = lab_rand(&rng);
+        unsigned pause = r % 2 ? 0 : (unsigned)((r >> 32) % 3000);
+        struct racer cons = { .line = &line, .spin = pause * 1000 + (unsigned)(r >> 8) % 1000 };
+        new_signal_pair(&prod.signal, &cons.future);
+        prod.value = &values[i % 2];
+        cons.out = (struct signal_output){ .outcome = SIGNAL_TAKEN, .value = NULL };
+        done_init(&cons.done);
 
-        struct signal_output out = { .outcome = SIGNAL_TAKEN, .value = NULL };
-        struct bg_block_on b;
-        bg_block_on_start(&b, signal_future_as_future(sf), &out);
-        if (!bg_block_on_finish(&b, STAGE02_RESCUE_MS))
+        pthread_t tp, tc;
+        cr_assert_eq(pthread_create(&tp, NULL, race_producer, &prod), 0, "could not start a thread");
+        cr_assert_eq(pthread_create(&tc, NULL, race_consumer, &cons), 0, "could not start a thread");
+
+        if (!done_wait(&cons.done, STAGE02_RESCUE_MS))
             cr_assert(0, "lost wakeup at iteration %u, seed %llu: the Signal was completed "
                       "(status %d) but block_on stayed parked for %u ms. Replay with SEED=%llu",
-                      i, (unsigned long long)seed, (int)pr.status, STAGE02_RESCUE_MS,
+                      i, (unsigned long long)seed, (int)prod.status, STAGE02_RESCUE_MS,
                       (unsigned long long)seed);
-        pthread_join(t, NULL);
-        cr_assert(out.outcome == SIGNAL_VALUE && out.value == &values[i % 2],
+        pthread_join(tp, NULL);
+        pthread_join(tc, NULL);
+        done_destroy(&cons.done);
+        cr_assert(cons.out.outcome == SIGNAL_VALUE && cons.out.value == &values[i % 2],
                   "iteration %u, seed %llu: block_on returned without the Signal's value", i,
                   (unsigned long long)seed);
-        cr_assert(b.polls >= 1 && b.polls <= 3,
+        cr_assert(cons.polls >= 1 && cons.polls <= 3,
                   "iteration %u, seed %llu: block_on made %lu polls for one completion; at most "
                   "2 are needed (and 3 allowed for a spurious return): it polls without a wake",
-                  i, (unsigned long long)seed, b.polls);
-        signal_future_drop(sf);
-        signal_drop(sp);
+                  i, (unsigned long long)seed, cons.polls);
+        by_polls[cons.polls]++;
+        signal_future_drop(cons.future);
+        signal_drop(prod.signal);
     }
+    lab_note("%u iterations: %lu completed before the first poll (1 poll), %lu after it "
+             "(2 polls), %lu with a third poll", iterations, by_polls[1], by_polls[2], by_polls[3]);
 }
 
 /* ---- the counter-example, measured -------------------------------------------------- */

@@ -28,6 +28,11 @@
 
 #define MS_NS UINT64_C(1000000)
 
+/* The most CPU a thread may burn while it only waits (parks) for a wake.
+ * Parking costs microseconds; a spinning thread burns all of the wait. The
+ * Valgrind lane stretches it: there, starting a thread alone costs ~20 ms. */
+#define STAGE02_WAIT_CPU_NS (20 * MS_NS * (uint64_t)LAB_TIMEOUT_SCALE)
+
 /* ---- a flag one thread sets and another waits for ------------------------ */
 
 struct done_flag {
@@ -121,16 +126,26 @@ static inline void bg_park_start(struct bg_park *b, struct parker *p, int64_t ti
 }
 
 /* Waits up to `ms` for the park to return. True when it did. False when it
- * was still asleep: then the helper is rescued with an unpark (and joined),
- * so the test can fail cleanly. Either way the helper has been joined. */
+ * was still asleep: then the helper is rescued with unparks, so the test can
+ * fail cleanly; the helper is joined if the rescue worked (an unpark that
+ * wakes nobody cannot rescue it: it is then left asleep, and the test, which
+ * fails anyway, ends with it). */
 static inline bool bg_park_finish(struct bg_park *b, unsigned ms)
 {
-    bool in_time = done_wait(&b->done, ms);
-    while (!in_time && !done_wait(&b->done, 10))
+    if (done_wait(&b->done, ms)) {
+        pthread_join(b->thread, NULL);
+        done_destroy(&b->done);
+        return true;
+    }
+    for (unsigned waited = 0; waited < STAGE02_RESCUE_MS; waited += 10) {
         parker_unpark(b->p); /* the rescue: whatever was lost, give a token now */
-    pthread_join(b->thread, NULL);
-    done_destroy(&b->done);
-    return in_time;
+        if (done_wait(&b->done, 10)) {
+            pthread_join(b->thread, NULL);
+            done_destroy(&b->done);
+            break;
+        }
+    }
+    return false;
 }
 
 /* CPU time used so far by another thread of this process. */

@@ -67,6 +67,6 @@ _Noreturn void lab_standin_fail(const char *file, int line, const char *expr, co
 #define cr_assert_geq(a, b, ...)   LAB_STANDIN_CHECK((a) >= (b), #a " >= " #b, __VA_ARGS__)
 #define cr_assert_null(p, ...)     LAB_STANDIN_CHECK((p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) LAB_STANDIN_CHECK((p) != NULL, #p " != NULL", __VA_ARGS__)
-#define cr_fail(...)               lab_standin_fail(__FILE__, __LINE__, "cr_fail", " " __VA_ARGS__)
+#define cr_assert_fail(...)        lab_standin_fail(__FILE__, __LINE__, "cr_assert_fail", " " __VA_ARGS__)
 
 #endif
