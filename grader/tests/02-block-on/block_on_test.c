@@ -461,7 +461,7 @@ LAB_TEST(block_on_race, signal_at_random_moment, 30)
         cr_assert_eq(pthread_create(&tc, NULL, race_consumer, &cons), 0, "could not start a thread");
 
         if (!done_wait(&cons.done, STAGE02_RESCUE_MS))
-            cr_assert(0, "lost wakeup at iteration %u, seed %llu: the Signal was completed "
+            cr_assert_fail("lost wakeup at iteration %u, seed %llu: the Signal was completed "
                       "(status %d) but block_on stayed parked for %u ms. Replay with SEED=%llu",
                       i, (unsigned long long)seed, (int)prod.status, STAGE02_RESCUE_MS,
                       (unsigned long long)seed);

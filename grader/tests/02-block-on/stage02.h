@@ -122,7 +122,7 @@ static inline void bg_park_start(struct bg_park *b, struct parker *p, int64_t ti
     b->elapsed_ns = 0;
     done_init(&b->done);
     if (pthread_create(&b->thread, NULL, bg_park_main, b) != 0)
-        cr_assert(0, "could not start a thread (test machine out of resources)");
+        cr_assert_fail("could not start a thread (test machine out of resources)");
 }
 
 /* Waits up to `ms` for the park to return. True when it did. False when it
@@ -189,7 +189,7 @@ static inline void bg_block_on_start(struct bg_block_on *b, struct future fut, v
     b->cpu_ns = b->elapsed_ns = 0;
     done_init(&b->done);
     if (pthread_create(&b->thread, NULL, bg_block_on_main, b) != 0)
-        cr_assert(0, "could not start a thread (test machine out of resources)");
+        cr_assert_fail("could not start a thread (test machine out of resources)");
 }
 
 /* Waits up to `ms` for block_on to return; true (and joined) when it did.
