@@ -1,7 +1,9 @@
 /* alloc_count.c - the allocation counter, through the linker's --wrap. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "measure.h"
 
@@ -16,6 +18,7 @@ int __real_posix_memalign(void **p, size_t a, size_t n);
  * joined or has returned, which orders them; nothing else hangs off them. */
 static atomic_bool counting;
 static atomic_uint_fast64_t allocs, frees;
+static atomic_uint_fast64_t fail_from = UINT64_MAX; /* allocations from this count on fail */
 
 static void count_alloc(void *p)
 {
@@ -23,12 +26,46 @@ static void count_alloc(void *p)
         atomic_fetch_add_explicit(&allocs, 1, memory_order_relaxed);
 }
 
-void *__wrap_malloc(size_t n) { void *p = __real_malloc(n); count_alloc(p); return p; }
-void *__wrap_calloc(size_t k, size_t n) { void *p = __real_calloc(k, n); count_alloc(p); return p; }
-void *__wrap_aligned_alloc(size_t a, size_t n) { void *p = __real_aligned_alloc(a, n); count_alloc(p); return p; }
+/* Should this allocation fail? Only while counting, so the harness and
+ * Criterion never see an injected failure. */
+static bool inject_failure(void)
+{
+    return atomic_load_explicit(&counting, memory_order_relaxed) &&
+           atomic_load_explicit(&allocs, memory_order_relaxed) >=
+               atomic_load_explicit(&fail_from, memory_order_relaxed);
+}
+
+void *__wrap_malloc(size_t n)
+{
+    if (inject_failure())
+        return NULL;
+    void *p = __real_malloc(n);
+    count_alloc(p);
+    return p;
+}
+
+void *__wrap_calloc(size_t k, size_t n)
+{
+    if (inject_failure())
+        return NULL;
+    void *p = __real_calloc(k, n);
+    count_alloc(p);
+    return p;
+}
+
+void *__wrap_aligned_alloc(size_t a, size_t n)
+{
+    if (inject_failure())
+        return NULL;
+    void *p = __real_aligned_alloc(a, n);
+    count_alloc(p);
+    return p;
+}
 
 int __wrap_posix_memalign(void **out, size_t a, size_t n)
 {
+    if (inject_failure())
+        return ENOMEM;
     int rc = __real_posix_memalign(out, a, n);
     if (rc == 0)
         count_alloc(*out);
@@ -44,6 +81,8 @@ void __wrap_free(void *p)
 
 void *__wrap_realloc(void *p, size_t n)
 {
+    if (n > 0 && inject_failure())
+        return NULL; /* like a real failed realloc: p is untouched */
     void *q = __real_realloc(p, n);
     if (!p)
         count_alloc(q);
@@ -59,9 +98,15 @@ void alloc_count_start(void)
     atomic_store_explicit(&counting, true, memory_order_relaxed);
 }
 
+void alloc_fail_after(uint64_t n)
+{
+    atomic_store_explicit(&fail_from, n, memory_order_relaxed);
+}
+
 struct alloc_counts alloc_count_stop(void)
 {
     atomic_store_explicit(&counting, false, memory_order_relaxed);
+    atomic_store_explicit(&fail_from, UINT64_MAX, memory_order_relaxed);
     return (struct alloc_counts){
         .allocs = atomic_load_explicit(&allocs, memory_order_relaxed),
         .frees = atomic_load_explicit(&frees, memory_order_relaxed),

@@ -3,7 +3,7 @@
  * Allocation counter: the grader links tests with -Wl,--wrap=malloc (and
  * calloc, realloc, free, aligned_alloc, posix_memalign), so every allocation
  * made by the code under test passes through here. Counting is off until
- * alloc_count_start().
+ * alloc_count_start(). It can also make allocations fail on purpose.
  *
  * Poll counter: poll_counter wraps any future and counts its polls.
  *
@@ -22,7 +22,11 @@ struct alloc_counts {
     uint64_t frees;  /* free(p) with p != NULL, realloc(p, 0) */
 };
 void alloc_count_start(void);           /* zero the counts and count from now, all threads */
-struct alloc_counts alloc_count_stop(void);
+struct alloc_counts alloc_count_stop(void);  /* also ends any failure injection */
+/* Failure injection, for out-of-memory paths: while counting, the allocation
+ * that would be number n+1 (n = 0: the very first) and every later one fail
+ * (return NULL, or ENOMEM from posix_memalign). */
+void alloc_fail_after(uint64_t n);
 
 struct poll_counter {
     struct future inner;

@@ -260,3 +260,33 @@ LAB_TEST(signal_ownership, as_future_polls_and_drops, 5)
                  (unsigned long long)(c.allocs - c.frees));
     expect_books_balanced(task);
 }
+
+LAB_SUITE(signal_oom, 5);
+
+/* ---- out of memory --------------------------------------------------------- */
+
+LAB_TEST(signal_oom, out_of_memory_is_reported, 5)
+{
+    /* Fail the first allocation, then the second, ... until signal_new
+     * succeeds: every failure must be reported as -1 with nothing leaked. */
+    for (uint64_t n = 0; n < 8; n++) {
+        struct signal *p = NULL;
+        struct signal_future *f = NULL;
+        alloc_count_start();
+        alloc_fail_after(n);
+        int rc = signal_new(NULL, &p, &f);
+        struct alloc_counts c = alloc_count_stop();
+        if (rc == 0) {
+            cr_assert_geq(n, 1u, "signal_new succeeded although its very first allocation failed: it must check what malloc returns");
+            signal_drop(p);
+            signal_future_drop(f);
+            return;
+        }
+        cr_assert_eq(rc, -1, "signal_new returned %d when allocation number %llu failed; it must return -1",
+                     rc, (unsigned long long)n + 1);
+        cr_assert_eq(c.frees, c.allocs,
+                     "signal_new failed (allocation number %llu ran out of memory) but kept %llu of its %llu allocations: free what you took before returning -1",
+                     (unsigned long long)n + 1, (unsigned long long)(c.allocs - c.frees), (unsigned long long)c.allocs);
+    }
+    cr_assert_fail("signal_new never succeeded even with 8 allocations allowed");
+}
