@@ -20,6 +20,7 @@ SEED ?=
 RESULTS ?=
 JUNIT ?=
 WERROR ?=
+TIMINGS ?=
 VG_SCALE ?= 0.05
 
 # The first Python that has pytest: python3 on PATH may be a build without
@@ -31,7 +32,7 @@ PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
 GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="$(TEST)" \
 	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
-	$(if $(WERROR),--werror)
+	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings)
 
 .PHONY: grade test labs labs-check handout deps deps-test clean
 

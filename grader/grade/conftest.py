@@ -34,6 +34,7 @@ def pytest_addoption(parser):
     g.addoption("--werror", action="store_true", help="compile the target with -Werror")
     g.addoption("--build-dir", default=str(ROOT / "build" / "grade"))
     g.addoption("--valgrind-scale", default="0.05", help="iteration factor under Valgrind")
+    g.addoption("--timings", action="store_true", help="print the time each lane took")
 
 
 def _make(config):
@@ -110,6 +111,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.write_line(report.text_report(g, results))
     if config.getoption("--test"):
         _print_test_output(tr, g, config.getoption("--test"))
+    if config.getoption("--timings"):
+        tr.write_line("")
+        tr.write_line("time spent running tests, per stage and lane (lanes overlap; wall time is less than the sum):")
+        for (stage, lane), secs in sorted(g.lane_seconds().items()):
+            tr.write_line(f"  {stage:<20} {lane:<9} {secs:6.1f} s")
     path = config.getoption("--results")
     if path:
         report.write_json(path, report.gradescope(g, results, time.monotonic() - _state["start"]))

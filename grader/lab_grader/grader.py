@@ -12,6 +12,7 @@ import os
 import pathlib
 import secrets
 import threading
+import time
 
 from . import build, records, rubric, run
 
@@ -85,6 +86,7 @@ class Grader:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=32)
         self.others_done = threading.Event()
         self.run_dirs = []   # every run directory of this grading, in order
+        self.timings = []    # (run directory, seconds) for each run
         slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
         self.work = self.build_dir / "runs" / slug
 
@@ -228,11 +230,22 @@ class Grader:
         self.run_dirs.append(inv.run_dir)
         for _ in range(weight):
             self.slots.acquire()
+        start = time.monotonic()
         try:
             return inv.execute()
         finally:
+            self.timings.append((str(inv.run_dir.relative_to(self.work)), time.monotonic() - start))
             for _ in range(weight):
                 self.slots.release()
+
+    def lane_seconds(self):
+        """{(stage, lane): seconds spent running tests}, for instructors."""
+        out = {}
+        for where, secs in self.timings:
+            parts = where.split("/")
+            lane = parts[1].split("-")[0] if len(parts) > 1 else "?"
+            out[(parts[0], lane)] = out.get((parts[0], lane), 0.0) + secs
+        return out
 
     def _judge_all(self, tests, result, binary, hang_hints):
         report, recs, _ = result
