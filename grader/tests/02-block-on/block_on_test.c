@@ -80,49 +80,25 @@ static enum poll gated_poll(void *self, struct context *cx, void *out)
 static const struct future_vtable gated_vt =
     FUTURE_VTABLE_INIT(struct gated_signal, sizeof(struct signal_output), gated_poll, NULL);
 
+/* Completes a Signal from its own thread, once the gate opens. */
 struct producer {
     struct signal *signal;
     void *value;
-    sem_t *gate; /* NULL: no gate */
-    unsigned spin; /* random delay before completing (stress) */
+    sem_t *gate;
     enum signal_status status;
 };
-
-static void delay_for(unsigned spin)
-{
-    /* three kinds of "a random moment": a busy loop, yields, a short sleep */
-    switch (spin % 4) {
-    case 0:
-        break;
-    case 1:
-        for (volatile unsigned i = 0; i < spin * 4; i++)
-            ;
-        break;
-    case 2:
-        for (unsigned i = 0; i < spin % 5; i++)
-            sched_yield();
-        break;
-    case 3: {
-        struct timespec ts = { 0, (long)(spin % 200) * 1000L };
-        nanosleep(&ts, NULL);
-        break;
-    }
-    }
-}
 
 static void *producer_main(void *arg)
 {
     struct producer *pr = arg;
-    if (pr->gate)
-        sem_wait(pr->gate);
-    delay_for(pr->spin);
+    sem_wait(pr->gate);
     pr->status = signal_complete(pr->signal, pr->value);
     return NULL;
 }
 
 static void new_signal_pair(struct signal **p, struct signal_future **f)
 {
-    cr_assert_eq(signal_new(NULL, p, f), 0, "signal_new failed (stage 01 reference)");
+    cr_assert_eq(signal_new(NULL, p, f), 0, "signal_new failed (stage 01)");
 }
 
 /* ---- polls -------------------------------------------------------------------- */
