@@ -19,7 +19,7 @@ from . import build, records, rubric, run
 VALGRIND = ["valgrind", "-q", "--trace-children=yes", "--fair-sched=yes", "--leak-check=full",
             "--show-leak-kinds=definite,indirect", "--errors-for-leak-kinds=definite,indirect",
             "--num-callers=16"]
-TSAN_OPTIONS = "halt_on_error=1 exitcode=66 second_deadlock_stack=1 history_size=4"
+TSAN_OPTIONS = "halt_on_error=1 exitcode=66 second_deadlock_stack=1 history_size=4 atexit_sleep_ms=0"
 
 
 @dataclasses.dataclass
