@@ -52,6 +52,7 @@ def main():
         shutil.copyfile(ROOT / f, out / f)
     for d in ("docs", "common", "labs"):
         shutil.copytree(ROOT / d, out / d, ignore=ignore)
+    (out / "grader").mkdir()
     for name in KEEP_GRADER:
         src = ROOT / "grader" / name
         if src.is_dir():

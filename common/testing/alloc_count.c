@@ -103,6 +103,14 @@ void alloc_fail_after(uint64_t n)
     atomic_store_explicit(&fail_from, n, memory_order_relaxed);
 }
 
+struct alloc_counts alloc_count_peek(void)
+{
+    return (struct alloc_counts){
+        .allocs = atomic_load_explicit(&allocs, memory_order_relaxed),
+        .frees = atomic_load_explicit(&frees, memory_order_relaxed),
+    };
+}
+
 struct alloc_counts alloc_count_stop(void)
 {
     atomic_store_explicit(&counting, false, memory_order_relaxed);

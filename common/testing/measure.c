@@ -6,7 +6,8 @@
 static enum poll counted_poll(void *self, struct context *cx, void *out)
 {
     struct poll_counter *pc = self;
-    pc->polls++;
+    /* relaxed: a statistic; readers order themselves (join, or a wake) */
+    atomic_fetch_add_explicit(&pc->polls, 1, memory_order_relaxed);
     return future_poll(pc->inner, cx, out);
 }
 
@@ -17,8 +18,13 @@ static const struct future_vtable poll_counter_vt = {
 
 struct future poll_counter_future(struct poll_counter *pc)
 {
-    pc->polls = 0;
+    atomic_init(&pc->polls, 0);
     return future_of(&poll_counter_vt, pc);
+}
+
+unsigned long poll_counter_polls(struct poll_counter *pc)
+{
+    return atomic_load_explicit(&pc->polls, memory_order_relaxed);
 }
 
 static uint64_t clock_ns(clockid_t id)

@@ -13,6 +13,7 @@
 #ifndef LAB_TEST_MEASURE_H
 #define LAB_TEST_MEASURE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "../future.h"
@@ -23,6 +24,7 @@ struct alloc_counts {
 };
 void alloc_count_start(void);           /* zero the counts and count from now, all threads */
 struct alloc_counts alloc_count_stop(void);  /* also ends any failure injection */
+struct alloc_counts alloc_count_peek(void);  /* the counts so far; counting goes on */
 /* Failure injection, for out-of-memory paths: while counting, the allocation
  * that would be number n+1 (n = 0: the very first) and every later one fail
  * (return NULL, or ENOMEM from posix_memalign). */
@@ -30,11 +32,12 @@ void alloc_fail_after(uint64_t n);
 
 struct poll_counter {
     struct future inner;
-    unsigned long polls;
+    atomic_ulong polls; /* read it with poll_counter_polls(), from any thread */
 };
 /* A future that polls `inner` and counts. Output: inner's. Dropping it does
  * not drop inner. */
 struct future poll_counter_future(struct poll_counter *pc);
+unsigned long poll_counter_polls(struct poll_counter *pc);
 
 uint64_t thread_cpu_ns(void);
 uint64_t process_cpu_ns(void);

@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import GRADER, ROOT, grade, stages
+from conftest import GRADER, ROOT, stages
 
 
 def test_handout(tmp_path):
@@ -16,8 +16,7 @@ def test_handout(tmp_path):
     assert not (out / "grader" / "mutants").exists()
     assert not (out / "grader" / "selftest").exists()
     leaked = [str(p.relative_to(out)) for p in out.rglob("*")
-              if p.is_file() and p.suffix in (".c", ".h", ".md") and "BEGIN STUDENT" in p.read_text(errors="replace")
-              and p.name != "CONVENTIONS.md"]
+              if p.is_file() and p.suffix in (".c", ".h") and "BEGIN STUDENT" in p.read_text(errors="replace")]
     assert not leaked, f"solution markers in the handout: {leaked}"
     answers = [str(p.relative_to(out)) for p in out.rglob("ANSWERS*")]
     assert not answers, f"answer keys in the handout: {answers}"
