@@ -50,8 +50,8 @@ labs:
 labs-check:
 	@python3 grader/skeleton.py --check
 
-handout: labs-check
-	@python3 grader/handout.py
+handout: deps labs-check
+	@$(PY) grader/handout.py
 
 deps:
 	@sh grader/deps.sh grade
