@@ -327,19 +327,25 @@ class Grader:
             inv = run.Invocation(b.binaries["vg"], tests, d, env=env, wrapper=wrapper, jobs=2, make_dirs=[logs])
             result = self._invoke(inv)
             outs = self._judge_all(tests, result, b.binaries["vg"], self.hang_hints(stage))
-            errors = run.valgrind_by_pid(logs)
-            _, recs, _ = result
-            for t, o in outs.items():
-                pids = [r.pid for r in recs.get(t, [])]
-                found = [blk for p in pids for blk in errors.get(p, [])]
-                if found and o.verdict in ("pass", "fail"):
-                    o.verdict = "memory"
-                    o.message = f"Valgrind found {len(found)} memory error(s) or leak(s)"
-                    o.details = []
-                    for blk in found[:3]:
-                        o.details += run.shorten_report(blk)
+            self._attach_reports(outs, result, run.valgrind_by_pid(logs), ("pass", "fail"), "memory",
+                                 "Valgrind found {n} memory error(s) or leak(s)", shown=3, limit=24)
             return outs
         return self.memo.get(("valgrind", stage.name), go)
+
+    @staticmethod
+    def _attach_reports(outs, result, by_pid, overrides, verdict, message, shown, limit):
+        """Turns a test's outcome into `verdict` when a checker (Valgrind,
+        TSan) reported problems for one of the test's processes."""
+        _, recs, _ = result
+        for t, o in outs.items():
+            pids = [r.pid for r in recs.get(t, [])]
+            found = [rep for p in pids for rep in by_pid.get(p, [])]
+            if found and o.verdict in overrides:
+                o.verdict = verdict
+                o.message = message.format(n=len(found))
+                o.details = []
+                for rep in found[:shown]:
+                    o.details += run.shorten_report(rep, limit=limit)
 
     def tsan(self, stage):
         def go():
@@ -354,17 +360,8 @@ class Grader:
             inv = run.Invocation(b.binaries["tsan"], tests, d, env=env, jobs=1, make_dirs=[logs])
             result = self._invoke(inv)
             outs = self._judge_all(tests, result, b.binaries["tsan"], self.hang_hints(stage))
-            reports = run.tsan_by_pid(logs)
-            _, recs, _ = result
-            for t, o in outs.items():
-                pids = [r.pid for r in recs.get(t, [])]
-                found = [rep for p in pids for rep in reports.get(p, [])]
-                if found and o.verdict != "not-started":
-                    o.verdict = "race"
-                    o.message = f"ThreadSanitizer reported {len(found)} problem(s)"
-                    o.details = []
-                    for rep in found[:2]:
-                        o.details += run.shorten_report(rep, limit=30)
+            self._attach_reports(outs, result, run.tsan_by_pid(logs), ("pass", "fail", "timeout", "crash", "exited-early"),
+                                 "race", "ThreadSanitizer reported {n} problem(s)", shown=2, limit=30)
             return outs
         return self.memo.get(("tsan", stage.name), go)
 
