@@ -7,6 +7,7 @@ other lane of every stage is done, the performance lane alone.
 """
 import concurrent.futures
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -89,6 +90,7 @@ class Grader:
         self.timings = []    # (run directory, seconds) for each run
         slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
         self.work = self.build_dir / "runs" / slug
+        self._lock_file = None
 
     # ---- which items ---------------------------------------------------------
 
@@ -379,8 +381,20 @@ class Grader:
 
     # ---- the whole run ---------------------------------------------------------
 
+    def lock(self):
+        """One grading of a tree at a time: two would share (and delete)
+        each other's run directories and binaries. A second one waits."""
+        self.work.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(self.work.with_suffix(".lock"), "w")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"another grading of {self.target} is running; waiting for it", flush=True)
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+
     def start(self):
         """Starts every lane of every selected stage in the background."""
+        self.lock()
         futures = []
         for stage in self.selected:
             items = self.items(stage)
@@ -452,3 +466,5 @@ class Grader:
 
     def close(self):
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self._lock_file:
+            self._lock_file.close()  # releases the lock

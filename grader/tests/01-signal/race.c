@@ -384,3 +384,56 @@ LAB_TEST(signal_race, stress_cancel_vs_complete, 20)
     lab_note("%u iterations: %u delivered, %u dropped by the signal, %u refused", iters, delivered,
              dropped_by_signal, refused);
 }
+
+/* ---- for ThreadSanitizer: polls that overlap the completion ---------------
+ * In the stress tests above the poller sleeps until it is woken, and that
+ * wake (a mutex and a condition variable inside the notify waker) orders the
+ * producer's writes before the next poll: ThreadSanitizer can then see no
+ * race even in code that reads the shared state without its lock. Here the
+ * poller keeps polling, without waiting, while the producer completes, so a
+ * poll that touches the shared state outside the lock runs concurrently with
+ * the producer's locked writes, with nothing ordering the two. */
+
+struct completer {
+    struct signal *producer;
+    atomic_bool started;
+};
+
+static void *complete_soon(void *arg)
+{
+    struct completer *c = arg;
+    atomic_store_explicit(&c->started, true, memory_order_relaxed); /* a hint only: the poller just spins on it */
+    lab_sleep_ms(2);
+    signal_complete(c->producer, (void *)(uintptr_t)0x5157);
+    signal_drop(c->producer);
+    return NULL;
+}
+
+LAB_TEST(signal_race, polls_overlap_completion, 10)
+{
+    unsigned rounds = lab_scale(20, 3);
+    for (unsigned i = 0; i < rounds; i++) {
+        struct counting_waker *task = counting_waker_new("task");
+        struct signal_future *f;
+        struct completer c = { .producer = NULL };
+        atomic_init(&c.started, false);
+        new_signal(NULL, &c.producer, &f);
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, complete_soon, &c), 0, "could not start the completing thread");
+        while (!atomic_load_explicit(&c.started, memory_order_relaxed))
+            sched_yield();
+        struct signal_output out;
+        unsigned long polls = 0;
+        while (poll_with(f, task, &out) == POLL_PENDING) {
+            if (++polls % 256 == 0)
+                sched_yield();
+        }
+        pthread_join(t, NULL);
+        expect_ready(POLL_READY, &out, SIGNAL_VALUE, (void *)(uintptr_t)0x5157,
+                     "polling in a loop while another thread completes");
+        /* and once more after Ready, still overlapping nothing but itself */
+        cr_assert_eq(poll_with(f, task, &out), POLL_READY, "a poll after Ready must be Ready (contract 7)");
+        signal_future_drop(f);
+        expect_books_balanced(task);
+    }
+}
