@@ -7,6 +7,7 @@ sits between marker lines:
     /* BEGIN STUDENT: hint */ ... /* END STUDENT */          -> LAB_TODO("hint");
     /* BEGIN STUDENT FIELDS: hint */ ... /* END STUDENT */   -> a placeholder field
     /* BEGIN STUDENT HIDDEN */ ... /* END STUDENT */          -> removed
+    answer = "false"  # STUDENT-ANSWER   (in .toml files)       -> answer = ""
 
 Everything outside the markers is copied as it is, comments and hints
 included. Files named ANSWERS* and directories named answers/ never reach
@@ -133,6 +134,14 @@ def studentize(text, origin):
     return "\n".join(out)
 
 
+ANSWER = re.compile(r'^(?P<lead>\s*\w[\w-]*\s*=\s*)"[^"]*"\s*# STUDENT-ANSWER\s*$')
+
+
+def blank_answers(text):
+    """In a quiz file: `answer = "false"  # STUDENT-ANSWER` -> `answer = ""`."""
+    return "\n".join(ANSWER.sub(lambda m: m.group("lead") + '""', line) for line in text.split("\n"))
+
+
 def needs_todo_include(text):
     return "LAB_TODO(" in text and '#include "lab_todo.h"' not in text
 
@@ -163,6 +172,8 @@ def generate(src_root, dst_root):
                 if needs_todo_include(text):
                     text = add_todo_include(text)
                 target.write_text(text)
+            elif f.suffix == ".toml":
+                target.write_text(blank_answers(f.read_text()))
             else:
                 shutil.copyfile(f, target)
 

@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 
-from . import build, records, rubric, run
+from . import build, quiz, records, rubric, run
 
 VALGRIND = ["valgrind", "-q", "--trace-children=yes", "--fair-sched=yes", "--leak-check=full",
             "--show-leak-kinds=definite,indirect", "--errors-for-leak-kinds=definite,indirect",
@@ -264,6 +264,8 @@ class Grader:
         return hints
 
     def tests_of(self, item, b):
+        if item.lane == "quiz":
+            return []
         try:
             return run.expand(item.tests, b.tests)
         except LookupError as e:
@@ -426,6 +428,8 @@ class Grader:
 
     def _result(self, item):
         stage = self.stages[item.stage]
+        if item.lane == "quiz":
+            return self._quiz(stage, item)
         b = self.build(stage)
         if not b.ok:
             e = b.error
@@ -455,6 +459,27 @@ class Grader:
             outs = self.perf(stage)
             return self._from_outcomes(item, [outs[t] for t in tests])
         raise rubric.RubricError(f"{item.key}: unknown lane {item.lane}")
+
+    def _quiz(self, stage, item):
+        """A quiz item: the student's answers in TARGET/stage/quiz.toml
+        against the key in the reference's quiz.toml. The key never travels
+        in the handout: there, quiz items are left to the instructor."""
+        key_file = self.stage_dir(self.reference, stage.name) / quiz.FILE
+        if not key_file.exists():
+            return ItemResult(item, "not-judged", 0, "graded by your instructor (the answer key is not in the handout)")
+        mine = self.stage_dir(self.target, stage.name) / quiz.FILE
+        try:
+            key = quiz.load(key_file)
+            answers = quiz.load(mine) if mine.exists() else {}
+        except quiz.QuizError as e:
+            return ItemResult(item, "failed", 0, str(e))
+        verdict = quiz.judge(item.tests, answers, key)
+        if verdict is None:
+            return ItemResult(item, "passed", item.points, "passed")
+        kind, text = verdict
+        outcome = run.Outcome(test=f"quiz::{item.id}", verdict="not-started" if kind == "blank" else "fail",
+                              message=text)
+        return ItemResult(item, "failed", 0, text, outcome=outcome)
 
     def _from_outcomes(self, item, outcomes):
         bad = [o for o in outcomes if not o.passed]

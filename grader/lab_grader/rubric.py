@@ -7,7 +7,7 @@ try:
 except ImportError:  # Ubuntu 22.04's Python 3.10: the python3-tomli package
     import tomli as tomllib
 
-LANES = ("plain", "race", "valgrind", "tsan", "perf")
+LANES = ("plain", "race", "valgrind", "tsan", "perf", "quiz")
 
 
 class RubricError(Exception):

@@ -47,6 +47,8 @@ def test_every_test_is_graded_and_every_item_has_tests(stage, tmp_path):
     assert tests, "the test binary lists no tests"
     used = set()
     for item in stage.items:
+        if item.lane == "quiz":
+            continue
         used.update(run.expand(item.tests, tests))  # raises on a pattern that matches nothing
     unused = sorted(set(tests) - used)
     assert not unused, f"tests no rubric item grades: {unused}"
@@ -61,3 +63,17 @@ def test_race_items_repeat(stage):
 def test_labs_up_to_date():
     proc = subprocess.run([sys.executable, str(GRADER / "skeleton.py"), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("stage", [s for s in STAGES if s.lane_items("quiz")],
+                         ids=[s.name for s in STAGES if s.lane_items("quiz")])
+def test_quiz_questions_graded(stage):
+    from lab_grader import quiz
+    key = quiz.load(ROOT / "solutions" / stage.name / quiz.FILE)
+    asked = {q for item in stage.lane_items("quiz") for q in item.tests}
+    assert asked <= set(key), f"quiz items name questions the key lacks: {sorted(asked - set(key))}"
+    assert set(key) <= asked, f"questions no quiz item grades: {sorted(set(key) - asked)}"
+    for qid, q in key.items():
+        assert q["answer"] in q["choices"], f"{qid}: the key's answer is not one of its choices"
+    labs = quiz.load(ROOT / "labs" / stage.name / quiz.FILE)
+    assert all(not q["answer"] for q in labs.values()), "labs/ carries quiz answers"

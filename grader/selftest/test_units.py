@@ -202,3 +202,27 @@ def test_stage_selection():
     assert rubric.select([a, b], "01-a,2") == [a, b]
     with pytest.raises(rubric.RubricError, match="no such stage"):
         rubric.select([a, b], "7")
+
+
+# ---- quizzes ---------------------------------------------------------------------
+
+def test_blank_answers():
+    text = 'choices = ["a", "b"]\nanswer = "b"  # STUDENT-ANSWER\nanswer = "kept"\n'
+    assert skeleton.blank_answers(text) == 'choices = ["a", "b"]\nanswer = ""\nanswer = "kept"\n'
+
+
+def test_quiz_judge(tmp_path):
+    from lab_grader import quiz
+    key_file = tmp_path / "key.toml"
+    key_file.write_text('[q1]\nchoices = ["yes", "no"]\nanswer = "yes"\n[q2]\nchoices = ["yes", "no"]\nanswer = "no"\n')
+    key = quiz.load(key_file)
+    assert quiz.judge(["q1", "q2"], key, key) is None
+    blank = {"q1": {"answer": ""}, "q2": {"answer": ""}}
+    assert quiz.judge(["q1", "q2"], blank, key)[0] == "blank"
+    wrong = {"q1": {"answer": "no"}, "q2": {"answer": "no"}}
+    kind, text = quiz.judge(["q1", "q2"], wrong, key)
+    assert kind == "wrong" and "q1" in text and "yes" not in text  # never reveals the key
+    invalid = {"q1": {"answer": "maybe"}, "q2": {"answer": "no"}}
+    assert "not among the choices" in quiz.judge(["q1", "q2"], invalid, key)[1]
+    with pytest.raises(quiz.QuizError):
+        quiz.judge(["q9"], key, key)
