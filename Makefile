@@ -8,6 +8,7 @@
 #   make test                        the project's own tests (instructors)
 #   make labs                        regenerate labs/ from solutions/
 #   make handout                     the student handout, in build/handout
+#   make bench                       executor benchmark: reference vs Tokio vs naive (bench/README.md)
 #   make clean
 .POSIX:
 SHELL = /bin/sh
@@ -34,7 +35,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings)
 
-.PHONY: grade test labs labs-check handout deps deps-test clean
+.PHONY: grade test labs labs-check handout deps deps-test bench clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -59,5 +60,10 @@ deps:
 deps-test:
 	@sh grader/deps.sh test
 
+# Never a prerequisite of test: CI runs only `make test`.
+bench:
+	@sh bench/deps.sh
+	@$(MAKE) -C bench run
+
 clean:
-	rm -rf build
+	rm -rf build bench/build bench/tokio/target

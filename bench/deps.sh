@@ -1,0 +1,38 @@
+#!/bin/sh
+# deps.sh - make sure what `make bench` needs is installed (Debian/Ubuntu),
+# in the style of grader/deps.sh: installs the missing packages when it can
+# (root, or passwordless sudo); otherwise prints the one apt-get line to run
+# and fails.
+#
+# Tokio comes from the distribution only: librust-tokio-dev unpacks Tokio and
+# every crate it needs under /usr/share/cargo/registry, and bench/tokio builds
+# offline against that directory (bench/tokio/.cargo/config.toml). Nothing is
+# downloaded from crates.io. cargo and rustc are taken from the machine when
+# they are there (any recent toolchain), else from the distribution's cargo.
+set -u
+need=""
+command -v gcc >/dev/null 2>&1 || need="$need gcc"
+command -v make >/dev/null 2>&1 || need="$need make"
+command -v python3 >/dev/null 2>&1 || need="$need python3"
+command -v cargo >/dev/null 2>&1 || need="$need cargo"
+ls -d /usr/share/cargo/registry/tokio-1.* >/dev/null 2>&1 || need="$need librust-tokio-dev"
+[ -z "$need" ] && exit 0
+
+echo "missing:$need" >&2
+if [ "$(id -u)" = 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO="sudo -n"
+else
+    echo "install them with:" >&2
+    echo "  sudo apt-get install -y --no-install-recommends$need" >&2
+    exit 1
+fi
+echo "installing:$need" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q >&2 || true
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $need >&2 || {
+    echo "apt-get failed; run: sudo apt-get install -y --no-install-recommends$need" >&2
+    exit 1
+}
