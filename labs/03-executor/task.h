@@ -1,0 +1,210 @@
+/* task.h - stage 03: a task is one allocation with one atomic state word.
+ *
+ * A task is a future that a scheduler owns and runs. Everything it needs
+ * lives in one block of memory, allocated once by task_new() and freed once,
+ * by whoever lets go of the last reference:
+ *
+ *   +--------------------------+  struct task (below): the header
+ *   | state   (atomic, 64 bits)|  flags + joining count + reference count
+ *   | queue_next, owned links  |  intrusive: queuing a task allocates nothing
+ *   | scheduler, vtable, ...   |
+ *   | join_waker, stage        |
+ *   +--------------------------+  aligned to the future's alignment
+ *   | the future, by value     |  fut.vtable->size bytes, copied in at spawn
+ *   +--------------------------+  aligned to max_align_t
+ *   | the output slot          |  fut.vtable->output_size bytes
+ *   +--------------------------+
+ *
+ * The contract (docs/03-executor.md#the-contract):
+ *   1. A task is never polled concurrently with itself: RUNNING is the lock
+ *      on the future, taken and given back by compare-and-swap.
+ *   2. A wake during a poll is not lost: it sets NOTIFIED, and the poller,
+ *      when the poll returns Pending, hands the task back to its scheduler.
+ *   3. Two wakes before the next poll make one queue entry: NOTIFIED set
+ *      means "already queued (or will be)"; the second wake does nothing.
+ *   4. A task lives while any reference can reach it: the scheduler's list,
+ *      a queue entry, the join handle, every waker. The last one frees it.
+ *   5. COMPLETE is final: once set, no poll, no schedule, ever; wakes are
+ *      harmless no-ops (a waker may outlive its task's executor).
+ *   6. Every transition of the state word is one compare-and-swap loop (or
+ *      one fetch-and-op), so every transition sees and leaves a whole state.
+ *      docs/03-executor.md#the-transition-table lists them.
+ *
+ * The task is generic over its scheduler (common/scheduler.h): when a wake
+ * makes it runnable, it calls its scheduler's schedule hook; when it
+ * completes, the release hook. Stage 03's single-thread executor is one
+ * scheduler; stage 07's work-stealing scheduler reuses this module unchanged.
+ *
+ * References (each is one count in the state word, see TASK_REF_ONE):
+ *   list     the scheduler's list of every task it owns; given back by the
+ *            task module right after the release hook, at completion;
+ *   queue    a queue entry: exists exactly while NOTIFIED is set and the
+ *            task is not RUNNING; the scheduler pops it and hands it to
+ *            task_run(), which turns it into the poller's reference;
+ *   join     the join handle's (join.h); JOIN_INTEREST is set while it exists;
+ *   waker    one per struct waker value (clone +1, drop -1, wake consumes);
+ *            a waker parked in a join handle of a task of the same scheduler
+ *            also counts in the joining field (see below).
+ */
+#ifndef LAB_TASK_H
+#define LAB_TASK_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "future.h"
+#include "scheduler.h"
+#include "waker.h"
+
+/* ---- the state word ----------------------------------------------------------
+ *
+ *   63                         32 31                     8 7      0
+ *  +-----------------------------+------------------------+--------+
+ *  |        references           |        joining         | flags  |
+ *  +-----------------------------+------------------------+--------+
+ *
+ * flags:
+ *   RUNNING        someone is polling (or cancelling) the future: the lock.
+ *   NOTIFIED       a queue entry exists; or, while RUNNING, a wake came during
+ *                  the poll and the poller must queue the task again.
+ *   COMPLETE       the future is gone (finished or cancelled); never cleared.
+ *   CANCELLED      abort was asked: the future is dropped, not polled, the
+ *                  next time the scheduler has the task (or when the running
+ *                  poll returns Pending).
+ *   JOIN_INTEREST  a join handle exists.
+ *   JOIN_WAKER     the join handle has stored a waker in join_waker.
+ * joining: how many of this task's wakers sit in join handles of other tasks
+ *   of the same scheduler (this task is joining them). Such a waker can only
+ *   be woken by one of the scheduler's own tasks completing: the deadlock
+ *   check (executor.h) counts it as internal. Part of the reference count.
+ * references: every reference, the joining ones included.
+ *
+ * Counts and flags share one word so that one atomic load is a consistent
+ * snapshot of all of them: two words read one after the other are not.
+ */
+#define TASK_RUNNING       UINT64_C(0x01)
+#define TASK_NOTIFIED      UINT64_C(0x02)
+#define TASK_COMPLETE      UINT64_C(0x04)
+#define TASK_CANCELLED     UINT64_C(0x08)
+#define TASK_JOIN_INTEREST UINT64_C(0x10)
+#define TASK_JOIN_WAKER    UINT64_C(0x20)
+#define TASK_FLAGS         UINT64_C(0xff)
+
+#define TASK_JOINING_SHIFT 8
+#define TASK_JOINING_ONE   (UINT64_C(1) << TASK_JOINING_SHIFT)
+#define TASK_JOINING_MASK  (UINT64_C(0xffffff) << TASK_JOINING_SHIFT)
+#define TASK_REF_SHIFT     32
+#define TASK_REF_ONE       (UINT64_C(1) << TASK_REF_SHIFT)
+
+static inline uint64_t task_state_refs(uint64_t s) { return s >> TASK_REF_SHIFT; }
+static inline uint64_t task_state_joining(uint64_t s)
+{
+    return (s & TASK_JOINING_MASK) >> TASK_JOINING_SHIFT;
+}
+
+/* What a task's output slot holds; owned like the future (below). */
+enum task_stage {
+    TASK_STAGE_FUTURE,    /* the future is alive; no output yet */
+    TASK_STAGE_OUTPUT,    /* finished: the output slot holds the output */
+    TASK_STAGE_CANCELLED, /* cancelled: future dropped, no output */
+    TASK_STAGE_CONSUMED,  /* the output was taken by the join handle or dropped */
+};
+
+/* Drops a task's output that nobody took (a detached task, or a join handle
+ * dropped without taking it). NULL when the output owns nothing. */
+typedef void (*task_output_drop_fn)(void *output);
+
+struct join_handle; /* join.h */
+
+/* The header. Who may touch which field, and when:
+ *   state                 atomic; anyone holding a reference.
+ *   queue_next            the holder of the queue reference (the queue).
+ *   owned_prev/next       the scheduler's list, on the scheduler's own terms
+ *                         (stage 03: the executor's thread only).
+ *   scheduler, vtable, drop_output, future_offset, output_offset
+ *                         written once by task_new, read-only afterwards.
+ *   the future, stage, the output slot
+ *                         while COMPLETE is clear: only the thread that set
+ *                         RUNNING. After COMPLETE: the join handle if
+ *                         JOIN_INTEREST was set at completion, else the
+ *                         thread that completed the task.
+ *   join_waker            JOIN_WAKER clear: the join handle alone. JOIN_WAKER
+ *                         set and COMPLETE clear: nobody writes it (it is
+ *                         published). JOIN_WAKER and COMPLETE both set: the
+ *                         thread that set COMPLETE alone.
+ */
+struct task {
+    _Atomic uint64_t state;
+    struct task *queue_next;
+    struct task *owned_prev, *owned_next;
+    struct scheduler *scheduler;
+    const struct future_vtable *vtable;
+    task_output_drop_fn drop_output;
+    struct waker join_waker;
+    uint32_t future_offset, output_offset;
+    unsigned char stage; /* enum task_stage */
+};
+
+/* ---- for schedulers ----------------------------------------------------------- */
+
+/* Allocates a task for `fut` with one allocation: fut.vtable->size bytes are
+ * copied from fut.self into the task (the future is moved: the caller must
+ * neither poll nor drop its copy afterwards). drop_output may be NULL.
+ * Returns the task with three references: the scheduler's list entry, the
+ * first queue entry (NOTIFIED is set: the caller must hand the task to
+ * s->vtable->schedule or task_run), and the join handle, stored in *join.
+ * NULL when out of memory: then nothing was moved and fut is still the
+ * caller's. */
+struct task *task_new(struct scheduler *s, struct future fut, task_output_drop_fn drop_output,
+                      struct join_handle **join);
+
+/* Runs the task once with the queue reference the caller popped (consumed):
+ * polls the future, or drops it if the task was cancelled, or does nothing
+ * but give the reference back if the entry is stale (already complete).
+ * After Pending with a wake during the poll, the task is handed back to the
+ * scheduler (SCHEDULE_YIELD) before task_run returns. */
+void task_run(struct task *t);
+
+/* The scheduler is going away: cancel the task now, on this thread, without
+ * polling it (drop the future, complete it as cancelled, wake the joiner,
+ * call the release hook). For a task that is not RUNNING. Its queue
+ * entries, if any, stay: the caller still gives them back, with
+ * task_drop_reference. */
+void task_shutdown(struct task *t);
+
+/* -1: gives back one reference (for instance a queue entry the scheduler
+ * will not run). Frees the task if it was the last. */
+void task_drop_reference(struct task *t);
+
+/* True when some reference to t is a waker the scheduler cannot see: one
+ * that is not the list's, not the join handle's, not a queue entry and not
+ * parked in a join handle of the same scheduler's tasks. A task that is
+ * NOTIFIED or RUNNING counts as wakeable too. Deadlock detection asks this of
+ * every task it owns; it is exact for a task in the scheduler's list. */
+bool task_has_outside_waker(const struct task *t);
+
+/* The task a waker wakes, when it is a task waker of `s`; else NULL. */
+struct task *task_of_waker(const struct waker *w, const struct scheduler *s);
+
+/* A waker for t to park in a join handle of another task of the same
+ * scheduler: +1 reference and +1 joining, in one step. Waking or dropping it
+ * takes both back. */
+struct waker task_joining_waker(struct task *t);
+
+/* The future and the output slot inside the allocation. */
+static inline void *task_future(struct task *t) { return (char *)t + t->future_offset; }
+static inline void *task_output(struct task *t) { return (char *)t + t->output_offset; }
+
+/* The vtable of every task waker (clone, wake, wake_by_ref, drop). */
+extern const struct waker_vtable task_waker_vtable;
+
+/* ---- test hooks ---- */
+
+/* The raw state word (a relaxed load): for tests that look at the flags and
+ * counts. */
+uint64_t task_test_state(const struct task *t);
+
+#endif
