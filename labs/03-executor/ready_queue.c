@@ -1,0 +1,49 @@
+/* ready_queue.c - stage 03: the intrusive ready queue (ready_queue.h).
+ *
+ *   local:  head -> A -> B -> C <- tail          (FIFO; the owner thread only)
+ *   remote: remote -> F -> E -> D                (a stack: newest first)
+ *
+ * Taking the remote stack reverses it (D, E, F: oldest first) and appends it
+ * to the local list. docs/03-executor.md#the-ready-queue draws both.
+ */
+#include "ready_queue.h"
+#include "lab_todo.h"
+
+void ready_queue_init(struct ready_queue *q)
+{
+    (void)q;
+    LAB_TODO("both ends empty (docs/03-executor.md#the-ready-queue)");
+}
+
+void ready_queue_push_local(struct ready_queue *q, struct task *t)
+{
+    (void)q;
+    (void)t;
+    LAB_TODO("append to the local list through t->queue_next (docs/03-executor.md#the-ready-queue)");
+}
+
+void ready_queue_push_remote(struct ready_queue *q, struct task *t)
+{
+    (void)q;
+    (void)t;
+    LAB_TODO("push onto the remote stack with a CAS loop; release, so the owner sees t->queue_next (docs/03-executor.md#the-ready-queue)");
+}
+
+/* Moves the whole remote stack, oldest first, to the end of the local list. */
+static inline void take_remote(struct ready_queue *q)
+{
+    (void)q;
+    LAB_TODO("one exchange takes the stack; reverse it; append it (docs/03-executor.md#the-ready-queue)");
+}
+
+struct task *ready_queue_pop(struct ready_queue *q)
+{
+    (void)q;
+    LAB_TODO("local first; take the remote stack when local is empty, and every READY_QUEUE_REMOTE_INTERVAL pops (docs/03-executor.md#the-ready-queue)");
+}
+
+size_t ready_queue_len(struct ready_queue *q)
+{
+    (void)q;
+    LAB_TODO("the local count plus the remote stack's length (docs/03-executor.md#the-ready-queue)");
+}

@@ -1,0 +1,258 @@
+/* task.c - stage 03: the task cell, its state word and its wakers.
+ *
+ * Everything that happens to a task is a transition of one atomic word
+ * (task.h draws it). Each transition below is one compare-and-swap loop:
+ *
+ *     uint64_t cur = atomic_load(&t->state);
+ *     for (;;) {
+ *         uint64_t next = <what cur becomes>;          (decide from a whole state)
+ *         if (atomic_compare_exchange_weak(&t->state, &cur, next))
+ *             break;                                  (nobody changed it meanwhile)
+ *     }                                               (else cur now holds the new value: decide again)
+ *     <act on what the transition decided>
+ *
+ * The loop decides from one snapshot of the word and writes its decision only
+ * if the word is still that snapshot, so two threads can never both believe
+ * they won the same transition. docs/03-executor.md#the-transition-table
+ * lists every transition: state before, event, state after, who may do it.
+ *
+ * Memory orders, once for the whole file:
+ *   - every successful CAS is acq_rel: release, because the thread that makes
+ *     a transition publishes what it wrote before it (a stored join waker, the
+ *     output, a wake's data); acquire, because the next thread to act on the
+ *     task must see all that. Failed CASes are acquire for the same reason.
+ *   - a reference increment from an existing reference is relaxed: it
+ *     publishes nothing, and the reference it copies keeps the task alive.
+ *   - a decrement is acq_rel: the release half orders the holder's use of
+ *     the task before the decrement, the acquire half lets whoever reaches
+ *     zero see every other holder's writes before it frees.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "task.h"
+#include "lab_todo.h"
+
+static const struct waker_vtable task_joining_waker_vtable;
+
+/* ---- small helpers (given) ------------------------------------------------------ */
+/* Helpers in this lab are `static inline`: besides inviting the compiler to
+ * inline them, it keeps it quiet about the ones the skeleton does not call
+ * yet. */
+
+static inline uint64_t state_load(struct task *t)
+{
+    /* acquire: pairs with the acq_rel CAS of whoever changed the word last */
+    return atomic_load_explicit(&t->state, memory_order_acquire);
+}
+
+/* One attempt of a CAS loop: true when the word still held *cur and now holds
+ * next; false when it had changed (then *cur is the new value). */
+static inline bool state_cas(struct task *t, uint64_t *cur, uint64_t next)
+{
+    return atomic_compare_exchange_weak_explicit(&t->state, cur, next, memory_order_acq_rel,
+                                                 memory_order_acquire);
+}
+
+static inline void die(const char *what)
+{
+    fprintf(stderr, "task: %s\n", what);
+    abort();
+}
+
+static inline void schedule(struct task *t, enum schedule_reason why)
+{
+    t->scheduler->vtable->schedule(t->scheduler, t, why);
+}
+
+static inline void task_free(struct task *t)
+{
+    /* The future was dropped and the output taken or dropped before the last
+     * reference went: only the memory is left. */
+    free(t);
+}
+
+static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+/* ---- creating ------------------------------------------------------------------- */
+
+struct task *task_new(struct scheduler *s, struct future fut, task_output_drop_fn drop_output,
+                      struct join_handle **join)
+{
+    const struct future_vtable *vt = fut.vtable;
+    /* The layout of task.h: header, then the future at its own alignment,
+     * then the output slot at the strictest alignment malloc guarantees (the
+     * vtable does not say how the output is aligned). */
+    size_t falign = vt->align > alignof(struct task) ? vt->align : alignof(struct task);
+    size_t future_offset = align_up(sizeof(struct task), falign);
+    size_t output_offset = align_up(future_offset + vt->size, alignof(max_align_t));
+    size_t total = output_offset + vt->output_size;
+    if (output_offset > UINT32_MAX || total < output_offset)
+        return NULL; /* a future of gigabytes: refuse, like an allocation that fails */
+
+    (void)s;
+    (void)fut;
+    (void)drop_output;
+    (void)join;
+    LAB_TODO("ONE allocation (aligned when the future needs more than malloc gives), the header, the future copied in, three references (docs/03-executor.md#one-allocation)");
+}
+
+/* ---- references ------------------------------------------------------------------ */
+
+static inline void ref_inc(struct task *t)
+{
+    (void)t;
+    LAB_TODO("+1 reference, relaxed; refuse to overflow the count (docs/03-executor.md#references)");
+}
+
+/* Gives back `refs` references and `joining` joining marks at once. */
+static inline void ref_dec(struct task *t, uint64_t refs, uint64_t joining)
+{
+    (void)t;
+    (void)refs;
+    (void)joining;
+    LAB_TODO("one fetch_sub; the holder that takes the count to zero frees the task (docs/03-executor.md#references)");
+}
+
+void task_drop_reference(struct task *t)
+{
+    ref_dec(t, 1, 0); /* -1: the caller's reference */
+}
+
+/* ---- wakes ------------------------------------------------------------------------- */
+
+/* Wake by reference: the caller keeps its reference. A new reference is taken
+ * only when this wake is the one that queues the task (it becomes the queue
+ * entry's). */
+static inline void wake_by_ref(struct task *t)
+{
+    (void)t;
+    LAB_TODO("idle -> NOTIFIED with +1 and schedule; RUNNING -> NOTIFIED only; already NOTIFIED, COMPLETE or CANCELLED -> nothing (docs/03-executor.md#the-transition-table)");
+}
+
+/* Wake by value: consumes the caller's reference, plus `joining` joining
+ * marks (1 for a waker parked in a join handle). When this wake queues the
+ * task, the caller's reference becomes the queue entry's: no count changes. */
+static inline void wake_by_val(struct task *t, uint64_t joining)
+{
+    (void)t;
+    (void)joining;
+    LAB_TODO("like wake_by_ref, but the waker's reference is consumed: it becomes the queue entry's, or is given back (docs/03-executor.md#the-transition-table)");
+}
+
+/* ---- the waker vtable: a waker is a task reference ----------------------------------- */
+
+static struct waker task_waker_clone(const void *data)
+{
+    (void)data;
+    LAB_TODO("a new waker is a new reference (docs/03-executor.md#wakers-are-references)");
+}
+
+static void task_waker_wake(const void *data)
+{
+    (void)data;
+    LAB_TODO("wake and consume this waker's reference (docs/03-executor.md#wakers-are-references)");
+}
+
+static void task_waker_wake_by_ref(const void *data)
+{
+    (void)data;
+    LAB_TODO("wake; the waker keeps its reference (docs/03-executor.md#wakers-are-references)");
+}
+
+static void task_waker_drop(const void *data)
+{
+    (void)data;
+    LAB_TODO("give back this waker's reference (docs/03-executor.md#wakers-are-references)");
+}
+
+const struct waker_vtable task_waker_vtable = {
+    .clone = task_waker_clone,
+    .wake = task_waker_wake,
+    .wake_by_ref = task_waker_wake_by_ref,
+    .drop = task_waker_drop,
+};
+
+/* A waker parked in a join handle of the same scheduler's task: one
+ * reference and one joining mark. Its clone is an ordinary waker (the clone
+ * can go anywhere); waking or dropping it gives back both. (given) */
+static void joining_wake(const void *data) { wake_by_val((struct task *)data, 1); }
+static void joining_drop(const void *data) { ref_dec((struct task *)data, 1, 1); } /* -1 ref, -1 joining */
+
+static const struct waker_vtable task_joining_waker_vtable = {
+    .clone = task_waker_clone,
+    .wake = joining_wake,
+    .wake_by_ref = task_waker_wake_by_ref,
+    .drop = joining_drop,
+};
+
+struct waker task_joining_waker(struct task *t)
+{
+    /* relaxed, like every increment from a reference we hold (the context's) */
+    uint64_t prev = atomic_fetch_add_explicit(&t->state, TASK_REF_ONE + TASK_JOINING_ONE,
+                                              memory_order_relaxed); /* +1 ref, +1 joining */
+    if (task_state_refs(prev) >= (UINT64_C(1) << 31) ||
+        task_state_joining(prev) >= (TASK_JOINING_MASK >> TASK_JOINING_SHIFT))
+        die("reference or joining count overflow");
+    return (struct waker){ .data = t, .vtable = &task_joining_waker_vtable };
+}
+
+struct task *task_of_waker(const struct waker *w, const struct scheduler *s)
+{
+    if (w->vtable != &task_waker_vtable && w->vtable != &task_joining_waker_vtable)
+        return NULL;
+    struct task *t = (struct task *)w->data;
+    return t->scheduler == s ? t : NULL; /* scheduler: immutable, and w keeps t alive */
+}
+
+/* ---- completing ---------------------------------------------------------------------- */
+
+/* The task's future is gone (finished: stage OUTPUT; or cancelled: stage
+ * CANCELLED) and we hold RUNNING. Publishes COMPLETE, hands the output to
+ * the join handle or drops it, wakes the joiner, leaves the scheduler, and
+ * gives back `refs` references (the poller's, if any) plus the list's. */
+static inline void complete(struct task *t, uint64_t refs)
+{
+    (void)t;
+    (void)refs;
+    LAB_TODO("RUNNING -> COMPLETE in one CAS; then the output (rule 5 of join.h), the join waker (rule 4), release, references (docs/03-executor.md#completing)");
+}
+
+/* We hold RUNNING on a task whose future must go without being polled. */
+static inline void cancel(struct task *t, uint64_t refs)
+{
+    (void)t;
+    (void)refs;
+    LAB_TODO("drop the future, mark the stage, complete (docs/03-executor.md#abort)");
+}
+
+/* ---- running ---------------------------------------------------------------------------- */
+
+void task_run(struct task *t)
+{
+    (void)t;
+    LAB_TODO("NOTIFIED -> RUNNING (stale entries just give their reference back); poll with a waker that borrows our reference; Ready: complete; Pending: RUNNING -> idle, requeue if NOTIFIED, cancel if CANCELLED (docs/03-executor.md#running-a-task)");
+}
+
+void task_shutdown(struct task *t)
+{
+    (void)t;
+    LAB_TODO("take RUNNING and CANCELLED (leave NOTIFIED: its queue entry is still out there), then cancel (docs/03-executor.md#freeing-the-executor)");
+}
+
+/* ---- what the scheduler asks ------------------------------------------------------------- */
+
+bool task_has_outside_waker(const struct task *t)
+{
+    (void)t;
+    LAB_TODO("one snapshot; subtract the references the scheduler can account for (docs/03-executor.md#deadlock)");
+}
+
+/* ---- test hooks ---- */
+
+uint64_t task_test_state(const struct task *t)
+{
+    /* relaxed: a look for tests, which order themselves (join, or run returned) */
+    return atomic_load_explicit(&((struct task *)t)->state, memory_order_relaxed);
+}

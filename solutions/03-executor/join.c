@@ -1,0 +1,248 @@
+/* join.c - stage 03: the join handle.
+ *
+ * A join handle is a task reference with rights of its own: the output slot
+ * once the task completes (if it still exists then), and the join waker slot
+ * while JOIN_WAKER is clear. join.h numbers the six rules that keep the
+ * handle and the completing thread out of each other's way; every function
+ * below says which rule it follows. Memory orders are task.c's: every CAS is
+ * acq_rel (acquire on failure), loads are acquire.
+ *
+ * The join handle is the struct task itself, seen through another type: a
+ * join handle costs no allocation of its own.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "join.h"
+
+static inline struct task *task_of(const struct join_handle *jh) { return (struct task *)jh; }
+
+static inline uint64_t state_load(struct task *t)
+{
+    return atomic_load_explicit(&t->state, memory_order_acquire); /* pairs with every acq_rel CAS */
+}
+
+static inline bool state_cas(struct task *t, uint64_t *cur, uint64_t next)
+{
+    return atomic_compare_exchange_weak_explicit(&t->state, cur, next, memory_order_acq_rel,
+                                                 memory_order_acquire);
+}
+
+/* ---- the join waker slot (given) ----------------------------------------------------
+ * A waker goes into the slot as a clone of the joiner's. When the joiner is a
+ * task of the same scheduler, the clone is a joining waker (task.h): the
+ * deadlock check then knows that only one of its own tasks can fire it. */
+
+static inline struct waker join_waker_for(struct task *t, const struct waker *w)
+{
+    struct task *joiner = task_of_waker(w, t->scheduler);
+    if (joiner)
+        return task_joining_waker(joiner); /* +1 ref, +1 joining: the slot's */
+    return waker_clone(w);                  /* +1: the slot's */
+}
+
+/* Would the waker in the slot wake the same task as w? (A joining waker and
+ * an ordinary waker of the same task have different vtables.) */
+static inline bool join_waker_is(struct task *t, const struct waker *w)
+{
+    struct task *a = task_of_waker(&t->join_waker, t->scheduler);
+    if (a)
+        return a == task_of_waker(w, t->scheduler);
+    return waker_will_wake(&t->join_waker, w);
+}
+
+/* ---- polling ------------------------------------------------------------------------ */
+
+/* COMPLETE is set and we saw it: the output is ours (rule 5). */
+static inline enum poll take_output(struct task *t, void *out, enum join_status *status)
+{
+    /* BEGIN STUDENT: OUTPUT: move it to out (or drop it when out is NULL), mark it consumed; CANCELLED: say so (docs/03-executor.md#the-join-handle-and-its-waker) */
+    switch (t->stage) {
+    case TASK_STAGE_OUTPUT:
+        if (out)
+            memcpy(out, task_output(t), t->vtable->output_size);
+        else if (t->drop_output)
+            t->drop_output(task_output(t));
+        t->stage = TASK_STAGE_CONSUMED;
+        *status = JOIN_OK;
+        return POLL_READY;
+    case TASK_STAGE_CANCELLED:
+        *status = JOIN_CANCELLED;
+        return POLL_READY;
+    default:
+        fputs("join_handle_poll: polled again after it returned Ready (the output was already "
+              "taken)\n", stderr);
+        abort();
+    }
+    /* END STUDENT */
+}
+
+/* Makes sure the slot holds a waker for w, published with JOIN_WAKER (rules
+ * 1-3). Returns true when the task turned out to be complete instead. */
+static inline bool register_join_waker(struct task *t, const struct waker *w)
+{
+    /* BEGIN STUDENT: rule 3 (same waker: done; else clear JOIN_WAKER unless COMPLETE, drop the old), rule 1 (write the slot), rule 2 (set JOIN_WAKER unless COMPLETE) (docs/03-executor.md#the-join-handle-and-its-waker) */
+    uint64_t cur = state_load(t);
+    if (cur & TASK_JOIN_WAKER) {
+        /* Rule 3: published. Reading it is safe: the only other reader, the
+         * completing thread, never writes it while we exist (rule 4). */
+        if (join_waker_is(t, w))
+            return false;
+        for (;;) {
+            if (cur & TASK_COMPLETE)
+                return true;
+            if (state_cas(t, &cur, cur & ~TASK_JOIN_WAKER))
+                break;
+        }
+        waker_drop(&t->join_waker); /* -1: the old waker's reference; rule 1: the slot is ours */
+    }
+    t->join_waker = join_waker_for(t, w); /* +1 (see join_waker_for) */
+    /* Rule 2: publish it. release (in the acq_rel): the completing thread's
+     * acquire CAS then sees the waker we just wrote. */
+    cur = state_load(t);
+    for (;;) {
+        if (cur & TASK_COMPLETE) {
+            waker_drop(&t->join_waker); /* -1: too late, the slot is still ours: empty it */
+            return true;
+        }
+        if (state_cas(t, &cur, cur | TASK_JOIN_WAKER))
+            break;
+    }
+    return false;
+    /* END STUDENT */
+}
+
+enum poll join_handle_poll(struct join_handle *jh, struct context *cx, void *out,
+                           enum join_status *status)
+{
+    /* BEGIN STUDENT: COMPLETE: take the output; else register cx's waker (unless cx is NULL) and say Pending, unless the task completed meanwhile (docs/03-executor.md#the-join-handle-and-its-waker) */
+    struct task *t = task_of(jh);
+    /* acquire: pairs with the completing CAS (release), which published the output */
+    if (state_load(t) & TASK_COMPLETE)
+        return take_output(t, out, status);
+    if (!cx)
+        return POLL_PENDING;
+    if (register_join_waker(t, cx->waker))
+        return take_output(t, out, status);
+    return POLL_PENDING;
+    /* END STUDENT */
+}
+
+bool join_handle_is_finished(const struct join_handle *jh)
+{
+    return state_load(task_of(jh)) & TASK_COMPLETE;
+}
+
+/* ---- abort ---------------------------------------------------------------------------- */
+
+void join_handle_abort(struct join_handle *jh)
+{
+    /* BEGIN STUDENT: set CANCELLED; an idle task must also be queued (NOTIFIED, +1) so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort) */
+    struct task *t = task_of(jh);
+    uint64_t cur = state_load(t);
+    bool submit;
+    for (;;) {
+        uint64_t next;
+        submit = false;
+        if (cur & (TASK_COMPLETE | TASK_CANCELLED))
+            return; /* too late, or already asked */
+        if (cur & (TASK_RUNNING | TASK_NOTIFIED)) {
+            next = cur | TASK_CANCELLED; /* the poller, or the queue entry, will see it */
+        } else {
+            next = (cur | TASK_CANCELLED | TASK_NOTIFIED) + TASK_REF_ONE; /* +1: the queue entry's */
+            submit = true;
+        }
+        if (state_cas(t, &cur, next))
+            break;
+    }
+    if (submit)
+        t->scheduler->vtable->schedule(t->scheduler, t, SCHEDULE_WAKE);
+    /* END STUDENT */
+}
+
+/* ---- drop ------------------------------------------------------------------------------- */
+
+void join_handle_drop(struct join_handle *jh)
+{
+    /* BEGIN STUDENT: not complete: take the waker back (rule 3), then clear JOIN_INTEREST and -1 in one CAS; complete: clear JOIN_INTEREST, drop the output (rule 6) and the waker if the slot is ours, then -1 (docs/03-executor.md#the-join-handle-and-its-waker) */
+    struct task *t = task_of(jh);
+    uint64_t cur = state_load(t);
+
+    /* First our waker, while the task is not complete (rule 3, then rule 1). */
+    if ((cur & TASK_JOIN_WAKER) && !(cur & TASK_COMPLETE)) {
+        for (;;) {
+            if (cur & TASK_COMPLETE)
+                break; /* completed meanwhile: the completing thread has the slot (rule 4) */
+            if (state_cas(t, &cur, cur & ~TASK_JOIN_WAKER)) {
+                waker_drop(&t->join_waker); /* -1: the slot's waker */
+                cur &= ~TASK_JOIN_WAKER;
+                break;
+            }
+        }
+    }
+
+    for (;;) {
+        if (cur & TASK_COMPLETE) {
+            /* Keep our reference for now: we still touch the output. */
+            if (state_cas(t, &cur, cur & ~TASK_JOIN_INTEREST))
+                break;
+        } else {
+            /* Nothing of ours is left in the task: clear the interest and give
+             * the reference back in one step, so that no snapshot ever shows
+             * one without the other (the deadlock check reads them together). */
+            uint64_t next = (cur & ~TASK_JOIN_INTEREST) - TASK_REF_ONE; /* -1: the join handle's */
+            if (state_cas(t, &cur, next)) {
+                if (task_state_refs(next) == 0)
+                    free(t); /* cannot happen while the list holds one; kept for schedulers without a list */
+                return;
+            }
+        }
+    }
+
+    /* Complete, and JOIN_INTEREST was set when it completed: the output is ours
+     * (rules 5 and 6). */
+    if (t->stage == TASK_STAGE_OUTPUT && t->drop_output)
+        t->drop_output(task_output(t));
+    t->stage = TASK_STAGE_CONSUMED;
+    /* JOIN_WAKER clear: the slot is ours (rule 1), maybe with a waker the
+     * completing thread already woke. Set: the completing thread still has
+     * it and will drop it, since it will find JOIN_INTEREST clear (rule 4). */
+    if (!(cur & TASK_JOIN_WAKER))
+        waker_drop(&t->join_waker); /* -1, or nothing when the slot is empty */
+    task_drop_reference(t); /* -1: the join handle's */
+    /* END STUDENT */
+}
+
+/* ---- a join handle as a future (given) ---------------------------------------------------- */
+
+static enum poll join_future_poll(void *self, struct context *cx, void *out)
+{
+    struct join_future *jf = self;
+    enum join_status st;
+    if (join_handle_poll(jf->jh, cx, jf->out, &st) == POLL_PENDING)
+        return POLL_PENDING;
+    *(enum join_status *)out = st;
+    return POLL_READY;
+}
+
+static const struct future_vtable join_future_vt =
+    FUTURE_VTABLE_INIT(struct join_future, sizeof(enum join_status), join_future_poll, NULL);
+
+void join_future_init(struct join_future *jf, struct join_handle *jh, void *out)
+{
+    jf->jh = jh;
+    jf->out = out;
+}
+
+struct future join_future_as_future(struct join_future *jf)
+{
+    return future_of(&join_future_vt, jf);
+}
+
+/* ---- test hooks ---- */
+
+uint64_t join_handle_test_state(const struct join_handle *jh)
+{
+    return task_test_state(task_of(jh));
+}
