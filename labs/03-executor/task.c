@@ -209,14 +209,19 @@ struct task *task_of_waker(const struct waker *w, const struct scheduler *s)
 /* ---- completing ---------------------------------------------------------------------- */
 
 /* The task's future is gone (finished: stage OUTPUT; or cancelled: stage
- * CANCELLED) and we hold RUNNING. Publishes COMPLETE, hands the output to
- * the join handle or drops it, wakes the joiner, leaves the scheduler, and
- * gives back `refs` references (the poller's, if any) plus the list's. */
+ * CANCELLED) and we hold RUNNING. Leaves the scheduler, publishes COMPLETE,
+ * hands the output to the join handle or drops it, wakes the joiner, and
+ * gives back `refs` references (the poller's, if any) plus the list's.
+ *
+ * The common case costs one atomic read-modify-write: when nothing is left
+ * to do with the task after COMPLETE (no join waker to wake, no output that
+ * could still become ours), the references are given back in the same CAS
+ * that sets COMPLETE. Tokio's task does the same (transition_to_terminal). */
 static inline void complete(struct task *t, uint64_t refs)
 {
     (void)t;
     (void)refs;
-    LAB_TODO("RUNNING -> COMPLETE in one CAS; then the output (rule 5 of join.h), the join waker (rule 4), release, references (docs/03-executor.md#completing)");
+    LAB_TODO("release; RUNNING -> COMPLETE in one CAS (with the references when nothing is left to do); then the output (rule 5 of join.h), the join waker (rule 4), the references (docs/03-executor.md#completing)");
 }
 
 /* We hold RUNNING on a task whose future must go without being polled. */

@@ -169,6 +169,18 @@ void join_handle_drop(struct join_handle *jh)
     struct task *t = task_of(jh);
     uint64_t cur = state_load(t);
 
+    /* The common case first: complete, and ours is the only reference left.
+     * Then nobody else can touch the word again, and we need no CAS at all
+     * (the acquire load saw every other holder's last decrement). */
+    if ((cur & TASK_COMPLETE) && task_state_refs(cur) == 1) {
+        if (t->stage == TASK_STAGE_OUTPUT && t->drop_output)
+            t->drop_output(task_output(t)); /* rule 6 */
+        if (!waker_is_none(&t->join_waker))
+            waker_drop(&t->join_waker); /* -1: the completing thread is done with it (rule 4) */
+        free(t); /* -1: ours, the last */
+        return;
+    }
+
     /* First our waker, while the task is not complete (rule 3, then rule 1). */
     if ((cur & TASK_JOIN_WAKER) && !(cur & TASK_COMPLETE)) {
         for (;;) {

@@ -290,31 +290,63 @@ struct task *task_of_waker(const struct waker *w, const struct scheduler *s)
 /* ---- completing ---------------------------------------------------------------------- */
 
 /* The task's future is gone (finished: stage OUTPUT; or cancelled: stage
- * CANCELLED) and we hold RUNNING. Publishes COMPLETE, hands the output to
- * the join handle or drops it, wakes the joiner, leaves the scheduler, and
- * gives back `refs` references (the poller's, if any) plus the list's. */
+ * CANCELLED) and we hold RUNNING. Leaves the scheduler, publishes COMPLETE,
+ * hands the output to the join handle or drops it, wakes the joiner, and
+ * gives back `refs` references (the poller's, if any) plus the list's.
+ *
+ * The common case costs one atomic read-modify-write: when nothing is left
+ * to do with the task after COMPLETE (no join waker to wake, no output that
+ * could still become ours), the references are given back in the same CAS
+ * that sets COMPLETE. Tokio's task does the same (transition_to_terminal). */
 static inline void complete(struct task *t, uint64_t refs)
 {
-    /* BEGIN STUDENT: RUNNING -> COMPLETE in one CAS; then the output (rule 5 of join.h), the join waker (rule 4), release, references (docs/03-executor.md#completing) */
-    uint64_t cur = state_load(t);
-    for (;;) {
-        /* release: publishes the stage and the output to the join handle;
-         * acquire: pairs with the join handle's CAS that set JOIN_WAKER, so
-         * the waker it stored is visible here */
-        if (state_cas(t, &cur, (cur & ~TASK_RUNNING) | TASK_COMPLETE))
-            break;
-    }
+    /* BEGIN STUDENT: release; RUNNING -> COMPLETE in one CAS (with the references when nothing is left to do); then the output (rule 5 of join.h), the join waker (rule 4), the references (docs/03-executor.md#completing) */
+    /* Out of the scheduler's list first: its reference is then ours to give
+     * back, with the poller's. */
+    t->scheduler->vtable->release(t->scheduler, t);
+    refs += 1; /* the list's */
 
+    uint64_t cur = state_load(t);
+    bool output_done = false;
     if (!(cur & TASK_JOIN_INTEREST)) {
-        /* Nobody will ever read the output: it is ours to drop (rule 5). */
+        /* No join handle, and none can appear: nobody will ever read the
+         * output. It is ours to drop (rule 5), before we let go. */
         if (t->stage == TASK_STAGE_OUTPUT && t->drop_output)
             t->drop_output(task_output(t));
         t->stage = TASK_STAGE_CONSUMED;
-    } else if (cur & TASK_JOIN_WAKER) {
-        /* Rule 4: the slot is ours to read. Wake by reference (the join
-         * handle may be reading the slot at this moment: we must not write
-         * it), then clear JOIN_WAKER; if the join handle went away
-         * meanwhile, the waker is ours to drop. */
+        output_done = true;
+    }
+    bool last_touch;
+    for (;;) {
+        uint64_t next = (cur & ~TASK_RUNNING) | TASK_COMPLETE;
+        /* Will we touch the task after this CAS? Only to wake a join waker
+         * (JOIN_WAKER set), or to drop an output whose join handle went away
+         * since we looked (JOIN_INTEREST clear now, output not yet dropped). */
+        last_touch = (cur & TASK_JOIN_INTEREST) ? !(cur & TASK_JOIN_WAKER) : output_done;
+        if (last_touch)
+            next -= refs * TASK_REF_ONE; /* -refs: the poller's and the list's */
+        /* release: publishes the stage and the output to the join handle;
+         * acquire: pairs with the join handle's CAS that set JOIN_WAKER, so
+         * the waker it stored is visible here */
+        if (state_cas(t, &cur, next)) {
+            if (last_touch && task_state_refs(next) == 0)
+                task_free(t); /* no join handle and no waker left */
+            if (last_touch)
+                return;
+            break;
+        }
+    }
+
+    if (!(cur & TASK_JOIN_INTEREST)) {
+        /* The join handle was dropped after we looked: the output is ours. */
+        if (t->stage == TASK_STAGE_OUTPUT && t->drop_output)
+            t->drop_output(task_output(t));
+        t->stage = TASK_STAGE_CONSUMED;
+    } else {
+        /* JOIN_WAKER was set: rule 4, the slot is ours to read. Wake by
+         * reference (the join handle may be reading the slot at this moment:
+         * we must not write it), then clear JOIN_WAKER; if the join handle
+         * went away meanwhile, the waker is ours to drop. */
         waker_wake_by_ref(&t->join_waker);
         cur = state_load(t);
         for (;;) {
@@ -324,9 +356,7 @@ static inline void complete(struct task *t, uint64_t refs)
         if (!(cur & TASK_JOIN_INTEREST))
             waker_drop(&t->join_waker);
     }
-
-    t->scheduler->vtable->release(t->scheduler, t); /* out of the scheduler's list */
-    ref_dec(t, refs + 1, 0); /* -refs: the poller's; -1: the list's */
+    ref_dec(t, refs, 0); /* -refs: the poller's and the list's */
     /* END STUDENT */
 }
 
