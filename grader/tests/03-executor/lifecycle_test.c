@@ -1,0 +1,348 @@
+/* lifecycle_test.c - stage 03: freeing the executor frees everything (cycles
+ * included); tasks aborted or detached at random moments always end in one
+ * of two states; waiting costs no CPU; the cost grows linearly. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "futures.h"
+#include "stage03.h"
+
+LAB_SUITE(free, 10);
+LAB_SUITE(property, 30);
+LAB_SUITE(idle, 10);
+LAB_SUITE(perf, 30);
+
+/* ---- freeing the executor ---------------------------------------------------------------- */
+
+/* A future that keeps a clone of its own waker in its own state: the cycle
+ * task -> future -> waker -> task. Only dropping the future breaks it. */
+struct selfish {
+    struct waker mine;
+    atomic_uint *drops;
+};
+
+static enum poll selfish_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct selfish *s = self;
+    waker_clone_from(&s->mine, cx->waker);
+    return POLL_PENDING;
+}
+
+static void selfish_drop(void *self)
+{
+    struct selfish *s = self;
+    waker_drop(&s->mine);
+    atomic_fetch_add(s->drops, 1);
+}
+
+static const struct future_vtable selfish_vt = FUTURE_VTABLE_INIT(struct selfish, 0, selfish_poll, selfish_drop);
+
+/* A future that holds another task's join handle, joined or not. */
+struct holder {
+    struct join_handle *child;
+    atomic_uint *drops;
+};
+
+static enum poll holder_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct holder *h = self;
+    enum join_status js;
+    if (join_handle_poll(h->child, cx, NULL, &js) == POLL_PENDING)
+        return POLL_PENDING;
+    join_handle_drop(h->child);
+    h->child = NULL;
+    return POLL_READY;
+}
+
+static void holder_drop(void *self)
+{
+    struct holder *h = self;
+    if (h->child)
+        join_handle_drop(h->child);
+    atomic_fetch_add(h->drops, 1);
+}
+
+static const struct future_vtable holder_vt = FUTURE_VTABLE_INIT(struct holder, 0, holder_poll, holder_drop);
+
+LAB_TEST(free, pending_tasks_and_cycles, 10)
+{
+    atomic_uint drops;
+    atomic_init(&drops, 0);
+    alloc_count_start();
+    struct executor *ex = new_executor();
+    struct join_handle *kept[4];
+    unsigned futures = 0;
+
+    /* two tasks that keep their own wakers (cycles), one join handle kept */
+    for (int i = 0; i < 2; i++) {
+        struct selfish s = { .mine = WAKER_NONE, .drops = &drops };
+        struct join_handle *jh = executor_spawn(ex, future_of(&selfish_vt, &s), NULL);
+        cr_assert_not_null(jh, "executor_spawn returned NULL");
+        futures++;
+        if (i == 0)
+            kept[0] = jh;
+        else
+            join_handle_drop(jh);
+    }
+    /* a task that joins a selfish one (its waker parked in the other's join handle) */
+    struct selfish s2 = { .mine = WAKER_NONE, .drops = &drops };
+    struct holder h = { .child = executor_spawn(ex, future_of(&selfish_vt, &s2), NULL), .drops = &drops };
+    cr_assert_not_null(h.child, "executor_spawn returned NULL");
+    kept[1] = executor_spawn(ex, future_of(&holder_vt, &h), NULL);
+    cr_assert_not_null(kept[1], "executor_spawn returned NULL");
+    futures += 2;
+    cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_IDLE, "run_until_idle with pending tasks");
+
+    /* tasks queued but never run, one detached, one kept */
+    struct selfish s3 = { .mine = WAKER_NONE, .drops = &drops };
+    kept[2] = executor_spawn(ex, future_of(&selfish_vt, &s3), NULL);
+    struct selfish s4 = { .mine = WAKER_NONE, .drops = &drops };
+    struct join_handle *jd = executor_spawn(ex, future_of(&selfish_vt, &s4), NULL);
+    cr_assert(kept[2] && jd, "executor_spawn returned NULL");
+    join_handle_drop(jd);
+    futures += 2;
+
+    executor_free(ex);
+    cr_assert_eq(atomic_load(&drops), futures, "executor_free dropped %u of the %u futures of its "
+                 "pending and queued tasks: it must drop every task it still owns",
+                 atomic_load(&drops), futures);
+    for (int i = 0; i < 3; i++) {
+        enum join_status js = JOIN_OK;
+        cr_assert_eq(join_handle_poll(kept[i], NULL, NULL, &js), POLL_READY, "a join handle of a task "
+                     "dropped by executor_free still says Pending");
+        cr_assert_eq(js, JOIN_CANCELLED, "a task dropped by executor_free reports JOIN_OK");
+        join_handle_drop(kept[i]);
+    }
+    struct alloc_counts ac = alloc_count_stop();
+    cr_assert_eq(ac.frees, ac.allocs, "after executor_free and the last join handle, %llu allocations "
+                 "were freed of %llu: tasks that keep their own wakers (task -> future -> waker -> "
+                 "task) leak unless freeing the executor drops their futures",
+                 (unsigned long long)ac.frees, (unsigned long long)ac.allocs);
+}
+
+LAB_TEST(free, never_run_tasks, 10)
+{
+    alloc_count_start();
+    struct executor *ex = new_executor();
+    enum { N = 100 };
+    struct probe_stats st;
+    probe_init(&st, step_ready, NULL);
+    for (int i = 0; i < N; i++)
+        join_handle_drop(spawn_probe(ex, &st, box_drop_output));
+    executor_free(ex);
+    cr_assert_eq(probe_polls(&st), 0, "executor_free polled tasks (%u polls): it drops them unpolled",
+                 probe_polls(&st));
+    cr_assert_eq(probe_drops(&st), N, "executor_free dropped %u of %d queued futures", probe_drops(&st), N);
+    cr_assert_eq(box_drops(), 0, "drop_output was called for tasks that never produced an output");
+    struct alloc_counts ac = alloc_count_stop();
+    cr_assert_eq(ac.frees, ac.allocs, "%llu allocations, %llu frees", (unsigned long long)ac.allocs,
+                 (unsigned long long)ac.frees);
+    probe_destroy(&st);
+}
+
+/* ---- the property: completed or cancelled, never a third state ----------------------------- */
+
+struct plan {
+    int id;
+    unsigned yields;        /* Pending answers before Ready */
+    bool outside_wake;      /* woken by the test between steps, else wakes itself */
+    unsigned abort_inside;  /* abort from inside poll number k (0: never) */
+    unsigned drop_inside;   /* drop the join handle inside poll number k (0: never) */
+    unsigned abort_outside; /* abort from the test once polls >= k (0: never) */
+    unsigned drop_outside;  /* drop the join handle once polls >= k (0: never) */
+    bool dropped;           /* the join handle is gone */
+    bool aborted;
+    unsigned polls_at_abort;
+};
+
+static enum poll step_plan(struct probe_stats *st, unsigned nth, struct context *cx, uint64_t *out)
+{
+    struct plan *p = st->arg;
+    if (p->abort_inside == nth && !p->dropped && !p->aborted) {
+        join_handle_abort(st->jh);
+        p->aborted = true;
+        p->polls_at_abort = nth;
+    }
+    if (p->drop_inside == nth && !p->dropped) {
+        join_handle_drop(st->jh);
+        p->dropped = true;
+    }
+    if (nth > p->yields) {
+        *out = box_new((uint64_t)p->id);
+        return POLL_READY;
+    }
+    if (p->outside_wake)
+        probe_stash(st, cx);
+    else
+        waker_wake_by_ref(cx->waker);
+    return POLL_PENDING;
+}
+
+LAB_TEST(property, random_abort_and_drop, 30)
+{
+    const unsigned n = lab_scale(400, 20);
+    uint64_t rng = lab_seed();
+    struct probe_stats *st = calloc(n, sizeof *st);
+    struct plan *pl = calloc(n, sizeof *pl);
+    cr_assert(st && pl, "out of memory in the test");
+    alloc_count_start();
+    struct executor *ex = new_executor();
+    for (unsigned i = 0; i < n; i++) {
+        struct plan *p = &pl[i];
+        p->id = (int)i;
+        p->yields = (unsigned)(lab_rand(&rng) % 5);
+        p->outside_wake = lab_rand(&rng) & 1;
+        unsigned span = p->yields + 2; /* poll numbers 1 .. yields + 1, and "never" */
+        switch (lab_rand(&rng) % 5) {
+        case 0: p->abort_inside = (unsigned)(lab_rand(&rng) % span); break;
+        case 1: p->abort_outside = (unsigned)(lab_rand(&rng) % span); break;
+        case 2: p->drop_inside = (unsigned)(lab_rand(&rng) % span); break;
+        case 3: p->drop_outside = (unsigned)(lab_rand(&rng) % span); break;
+        default: break; /* left alone */
+        }
+        if (lab_rand(&rng) % 3 == 0)
+            p->abort_outside = (unsigned)(lab_rand(&rng) % span);
+        probe_init(&st[i], step_plan, p);
+        st[i].jh = spawn_probe(ex, &st[i], box_drop_output);
+    }
+    unsigned steps = 0;
+    for (;;) {
+        enum executor_status r = executor_run_until_idle(ex);
+        if (r == EXECUTOR_OK)
+            break;
+        cr_assert_lt(++steps, 64u, "seed %llu: tasks still pending after %u rounds of "
+                     "run_until_idle and outside wakes: a wake or an abort was lost",
+                     (unsigned long long)lab_seed(), steps);
+        for (unsigned i = 0; i < n; i++) {
+            struct plan *p = &pl[i];
+            unsigned polls = probe_polls(&st[i]);
+            if (p->abort_outside && polls >= p->abort_outside && !p->dropped && !p->aborted) {
+                join_handle_abort(st[i].jh);
+                p->aborted = true;
+                p->polls_at_abort = polls;
+            }
+            if (p->drop_outside && polls >= p->drop_outside && !p->dropped) {
+                join_handle_drop(st[i].jh);
+                p->dropped = true;
+            }
+            struct waker w = probe_take_stash(&st[i]);
+            waker_wake(&w);
+        }
+    }
+    cr_assert_eq(executor_test_live_tasks(ex), 0, "run_until_idle said OK with %zu live tasks",
+                 executor_test_live_tasks(ex));
+    for (unsigned i = 0; i < n; i++) {
+        struct plan *p = &pl[i];
+        unsigned polls = probe_polls(&st[i]), drops = probe_drops(&st[i]);
+        cr_assert_eq(drops, 1, "seed %llu, task %u: its future was dropped %u times; every task ends "
+                     "with its future dropped exactly once", (unsigned long long)lab_seed(), i, drops);
+        cr_assert_eq(atomic_load(&st[i].overlaps), 0, "task %u was polled concurrently with itself", i);
+        cr_assert_leq(polls, p->yields + 1, "task %u was polled %u times; it finishes on poll %u "
+                      "(polled after it completed or was cancelled)", i, polls, p->yields + 1);
+        bool should_cancel = p->aborted && p->polls_at_abort <= p->yields;
+        if (should_cancel)
+            cr_assert_eq(polls, p->polls_at_abort, "seed %llu, task %u: aborted after poll %u, yet "
+                         "polled %u times: an aborted task is never polled again",
+                         (unsigned long long)lab_seed(), i, p->polls_at_abort, polls);
+        else
+            cr_assert_eq(polls, p->yields + 1, "seed %llu, task %u: never aborted in time, yet polled "
+                         "%u times of %u", (unsigned long long)lab_seed(), i, polls, p->yields + 1);
+        if (p->dropped)
+            continue;
+        uint64_t box = 0;
+        enum join_status js;
+        cr_assert_eq(join_handle_poll(st[i].jh, NULL, &box, &js), POLL_READY, "seed %llu, task %u: "
+                     "neither completed nor cancelled after run: a third state",
+                     (unsigned long long)lab_seed(), i);
+        if (should_cancel) {
+            cr_assert_eq(js, JOIN_CANCELLED, "seed %llu, task %u: aborted after poll %u of %u, and "
+                         "its join handle says JOIN_OK", (unsigned long long)lab_seed(), i,
+                         p->polls_at_abort, p->yields + 1);
+        } else {
+            cr_assert_eq(js, JOIN_OK, "seed %llu, task %u: finished (or aborted too late) and its "
+                         "join handle says cancelled", (unsigned long long)lab_seed(), i);
+            cr_assert_eq(box_value(box), (uint64_t)i, "task %u: wrong output", i);
+            box_free(box);
+        }
+        join_handle_drop(st[i].jh);
+    }
+    for (unsigned i = 0; i < n; i++)
+        probe_destroy(&st[i]);
+    executor_free(ex);
+    struct alloc_counts ac = alloc_count_stop();
+    cr_assert_eq(ac.frees, ac.allocs, "seed %llu: %llu allocations, %llu frees: a task or an output "
+                 "was not freed", (unsigned long long)lab_seed(), (unsigned long long)ac.allocs,
+                 (unsigned long long)ac.frees);
+    free(st);
+    free(pl);
+}
+
+/* ---- waiting costs nothing ------------------------------------------------------------------ */
+
+static enum poll step_sleep(struct probe_stats *st, unsigned nth, struct context *cx, uint64_t *out)
+{
+    (void)nth;
+    (void)out;
+    return future_poll(thread_sleep_as_future(st->arg), cx, NULL);
+}
+
+LAB_TEST(idle, no_cpu_while_waiting, 10)
+{
+    struct executor *ex = new_executor();
+    struct thread_sleep s;
+    thread_sleep_init(&s, 200);
+    struct probe_stats t;
+    probe_init(&t, step_sleep, &s);
+    struct join_handle *jh = spawn_probe(ex, &t, NULL);
+    struct bg_run b;
+    bg_run_start(&b, ex);
+    cr_assert(bg_run_finish(&b, 200 + RESCUE_MS), "executor_run never returned: the wake from the "
+              "sleeping thread was lost, or did not unpark the executor");
+    cr_assert_eq(b.st, EXECUTOR_OK, "executor_run returned %s", executor_status_str(b.st));
+    future_drop(thread_sleep_as_future(&s));
+    lab_note("run over a 200 ms outside wait: %u polls, %.3f ms CPU, %.1f ms wall", probe_polls(&t),
+             (double)b.cpu_ns / 1e6, (double)b.wall_ns / 1e6);
+    cr_assert_eq(probe_polls(&t), 2, "a task waiting 200 ms for one wake from another thread was "
+                 "polled %u times; expected exactly 2", probe_polls(&t));
+    cr_assert_lt(b.cpu_ns, 20 * MS_NS * (uint64_t)LAB_TIMEOUT_SCALE, "executor_run used %.1f ms of CPU "
+                 "while its only task waited 200 ms for an outside wake: with nothing ready it must "
+                 "park on the driver, not spin", (double)b.cpu_ns / 1e6);
+    join_handle_drop(jh);
+    executor_free(ex);
+    probe_destroy(&t);
+}
+
+/* ---- cost grows linearly ---------------------------------------------------------------------- */
+
+static uint64_t spawn_and_run(unsigned n)
+{
+    struct executor *ex = new_executor();
+    struct probe_stats st;
+    probe_init(&st, step_ready, NULL);
+    uint64_t c0 = process_cpu_ns();
+    for (unsigned i = 0; i < n; i++)
+        join_handle_drop(spawn_probe(ex, &st, NULL));
+    expect_run(ex, EXECUTOR_OK, "ready tasks");
+    uint64_t c = process_cpu_ns() - c0;
+    executor_free(ex);
+    probe_destroy(&st);
+    return c;
+}
+
+LAB_TEST(perf, linear_in_tasks, 30)
+{
+    uint64_t small = UINT64_MAX, large = UINT64_MAX;
+    for (int k = 0; k < 3; k++) { /* best of three */
+        uint64_t a = spawn_and_run(20000), b = spawn_and_run(200000);
+        small = a < small ? a : small;
+        large = b < large ? b : large;
+    }
+    double ratio = (double)large / (double)(small ? small : 1);
+    lab_note("spawn+run: 20k tasks %.2f ms, 200k tasks %.2f ms CPU, ratio %.1f", (double)small / 1e6,
+             (double)large / 1e6, ratio);
+    cr_assert_lt(ratio, 30.0, "ten times the tasks cost %.1f times the CPU (expected about 10): "
+                 "something is not O(1) per task (a queue push that walks to the tail? a list "
+                 "search per completion?)", ratio);
+}
