@@ -1,0 +1,161 @@
+/* deadline_signal.c - stage 04: a one-shot signal raced by a deadline.
+ *
+ * Read docs/04-deadline-signal.md first; deadline_signal.h has the contract,
+ * numbered. This is stage 01's Signal with a second party that may decide
+ * the outcome: a producer completes, a timer expires, and whichever of the
+ * two takes the lock first while nothing is decided wins. Everything else
+ * (latest waker, check and register in one lock hold, wake after unlocking,
+ * drop as cancellation) is stage 01's, applied to a race.
+ *
+ * Layout: ONE allocation per deadline signal.
+ *
+ *   +------------------------ struct deadline_signal_shared -----------------+
+ *   | lock | state | winner | value | stored waker | future_gone | refs ... |
+ *   | struct deadline_signal        producer { shared -> this block }       |
+ *   | struct deadline_signal_timer  timer    { shared -> this block }       |
+ *   | struct deadline_signal_future future   { shared -> this block }       |
+ *   +-------------------------------------------------------------------------+
+ *
+ * Each of the three handles owns one reference to the block and gives it back
+ * in its own drop function; the drop that gives back the last one frees the
+ * block, handles included.
+ *
+ * Locking: one pthread mutex, and the rules that make it enough:
+ *   - poll checks the state and registers its waker in ONE hold of the lock
+ *     (clause 3);
+ *   - complete and expire decide in ONE hold of the lock: "is it still
+ *     WAITING?" and "it is mine now" cannot be split, or both could win
+ *     (clause 4);
+ *   - the winner moves the stored waker into a local under the lock and
+ *     wakes it after unlocking (clause 5); waker drops and drop_value on the
+ *     drop paths also run after unlocking. The only foreign code run under
+ *     the lock is the clone (and at most one stale drop) inside
+ *     waker_clone_from() while poll registers: the price of clause 3.
+ */
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "lab_todo.h"
+#include "deadline_signal.h"
+
+/* Deliverable 1 of the exercise: the state enum. Declare it here, with
+ * exactly four states: WAITING, COMPLETED, EXPIRED and CONSUMED
+ * (docs/04-deadline-signal.md#the-state-machine draws who may move it where). */
+
+struct deadline_signal_shared;
+
+/* The three handles: nothing but the way to the shared state. Their rights
+ * differ (only the producer completes, only the timer expires, only the
+ * future polls); their shape does not. */
+struct deadline_signal {
+    struct deadline_signal_shared *shared;
+};
+
+struct deadline_signal_timer {
+    struct deadline_signal_shared *shared;
+};
+
+struct deadline_signal_future {
+    struct deadline_signal_shared *shared;
+};
+
+/* What the three handles point at. */
+struct deadline_signal_shared {
+    int todo_your_fields_here; /* TODO: a mutex, the state (WAITING / COMPLETED / EXPIRED / CONSUMED), who won (kept after CONSUMED), the value, the latest waker, whether the future still listens, how many handles are alive (docs/04-deadline-signal.md#the-shared-state) */
+
+    /* The handles live inside the block they point at: one allocation. */
+    struct deadline_signal producer;
+    struct deadline_signal_timer timer;
+    struct deadline_signal_future future;
+};
+
+
+int deadline_signal_new(void (*drop_value)(void *value), struct deadline_signal **producer,
+                        struct deadline_signal_timer **timer,
+                        struct deadline_signal_future **future)
+{
+    (void)drop_value;
+    (void)producer;
+    (void)timer;
+    (void)future;
+    LAB_TODO("allocate one shared state, initialize its lock and fields, point the three handles at it (docs/04-deadline-signal.md#creating)");
+}
+
+enum deadline_signal_status deadline_signal_complete(struct deadline_signal *producer, void *value)
+{
+    (void)producer;
+    (void)value;
+    LAB_TODO("in one lock hold: lose (and say to whom) when anything was decided, refuse when the future is gone, otherwise store the value, become COMPLETED and take the waker out; wake it after unlocking (docs/04-deadline-signal.md#deciding)");
+}
+
+enum deadline_signal_status deadline_signal_expire(struct deadline_signal_timer *timer)
+{
+    (void)timer;
+    LAB_TODO("the same race from the timer's side: lose when anything was decided, refuse when the future is gone, otherwise become EXPIRED and take the waker out; wake it after unlocking (docs/04-deadline-signal.md#deciding)");
+}
+
+void deadline_signal_drop(struct deadline_signal *producer)
+{
+    (void)producer;
+    LAB_TODO("if nothing was decided, expire and take the waker out (no value can come now); give up the producer's reference, wake after unlocking; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-producer-and-the-timer)");
+}
+
+void deadline_signal_timer_drop(struct deadline_signal_timer *timer)
+{
+    (void)timer;
+    LAB_TODO("decide nothing; give up the timer's reference; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-producer-and-the-timer)");
+}
+
+enum poll deadline_signal_future_poll(struct deadline_signal_future *future, struct context *cx,
+                                      struct deadline_signal_output *out)
+{
+    (void)future;
+    (void)cx;
+    (void)out;
+    LAB_TODO("in one hold of the lock: deliver a decided outcome once (then CONSUMED), answer CONSUMED after that, or register the latest waker with waker_clone_from and return Pending (docs/04-deadline-signal.md#polling)");
+}
+
+void deadline_signal_future_drop(struct deadline_signal_future *future)
+{
+    (void)future;
+    LAB_TODO("stop listening, take out the stored waker and drop it after unlocking, give up the future's reference; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-future)");
+}
+
+/* ---- the type-erased view -------------------------------------------------
+ * The same two adapters as stage 01: the state is the handle itself (one
+ * pointer), so a runtime may copy it before the first poll. */
+
+static enum poll deadline_signal_future_vt_poll(void *self, struct context *cx, void *out)
+{
+    return deadline_signal_future_poll(self, cx, out);
+}
+
+static void deadline_signal_future_vt_drop(void *self)
+{
+    deadline_signal_future_drop(self);
+}
+
+static const struct future_vtable deadline_signal_future_vtable =
+    FUTURE_VTABLE_INIT(struct deadline_signal_future, sizeof(struct deadline_signal_output),
+                       deadline_signal_future_vt_poll, deadline_signal_future_vt_drop);
+
+struct future deadline_signal_future_as_future(struct deadline_signal_future *future)
+{
+    return future_of(&deadline_signal_future_vtable, future);
+}
+
+/* ---- test hooks ---- */
+
+struct deadline_signal_test_layout deadline_signal_test_layout(void)
+{
+    return (struct deadline_signal_test_layout){
+        .shared_size = sizeof(struct deadline_signal_shared),
+        .shared_align = alignof(struct deadline_signal_shared),
+        .future_size = sizeof(struct deadline_signal_future),
+        .future_align = alignof(struct deadline_signal_future),
+        .producer_size = sizeof(struct deadline_signal),
+        .timer_size = sizeof(struct deadline_signal_timer),
+    };
+}

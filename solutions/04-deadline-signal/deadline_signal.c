@@ -1,0 +1,338 @@
+/* deadline_signal.c - stage 04: a one-shot signal raced by a deadline.
+ *
+ * Read docs/04-deadline-signal.md first; deadline_signal.h has the contract,
+ * numbered. This is stage 01's Signal with a second party that may decide
+ * the outcome: a producer completes, a timer expires, and whichever of the
+ * two takes the lock first while nothing is decided wins. Everything else
+ * (latest waker, check and register in one lock hold, wake after unlocking,
+ * drop as cancellation) is stage 01's, applied to a race.
+ *
+ * Layout: ONE allocation per deadline signal.
+ *
+ *   +------------------------ struct deadline_signal_shared -----------------+
+ *   | lock | state | winner | value | stored waker | future_gone | refs ... |
+ *   | struct deadline_signal        producer { shared -> this block }       |
+ *   | struct deadline_signal_timer  timer    { shared -> this block }       |
+ *   | struct deadline_signal_future future   { shared -> this block }       |
+ *   +-------------------------------------------------------------------------+
+ *
+ * Each of the three handles owns one reference to the block and gives it back
+ * in its own drop function; the drop that gives back the last one frees the
+ * block, handles included.
+ *
+ * Locking: one pthread mutex, and the rules that make it enough:
+ *   - poll checks the state and registers its waker in ONE hold of the lock
+ *     (clause 3);
+ *   - complete and expire decide in ONE hold of the lock: "is it still
+ *     WAITING?" and "it is mine now" cannot be split, or both could win
+ *     (clause 4);
+ *   - the winner moves the stored waker into a local under the lock and
+ *     wakes it after unlocking (clause 5); waker drops and drop_value on the
+ *     drop paths also run after unlocking. The only foreign code run under
+ *     the lock is the clone (and at most one stale drop) inside
+ *     waker_clone_from() while poll registers: the price of clause 3.
+ */
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "lab_todo.h"
+#include "deadline_signal.h"
+
+/* Deliverable 1 of the exercise: the state enum. Declare it here, with
+ * exactly four states: WAITING, COMPLETED, EXPIRED and CONSUMED
+ * (docs/04-deadline-signal.md#the-state-machine draws who may move it where). */
+/* BEGIN STUDENT HIDDEN */
+/* Where the signal is in its life (docs/04-deadline-signal.md draws it):
+ *
+ *   WAITING --complete (producer)-------------> COMPLETED --poll--> CONSUMED
+ *      |                                                               ^
+ *      +--expire (timer), or producer dropped--> EXPIRED ----poll------+
+ *
+ * Only WAITING may be left by complete or expire, and only once: that one
+ * test, made under the lock, is the whole race between the two. */
+enum ds_state {
+    DS_WAITING,   /* nothing decided; `waker` may hold the latest poller's waker */
+    DS_COMPLETED, /* the producer won; its value is stored here, not delivered yet */
+    DS_EXPIRED,   /* the timer won (or the producer left); not delivered yet */
+    DS_CONSUMED,  /* a poll returned Ready: the outcome has been delivered */
+};
+/* END STUDENT */
+
+struct deadline_signal_shared;
+
+/* The three handles: nothing but the way to the shared state. Their rights
+ * differ (only the producer completes, only the timer expires, only the
+ * future polls); their shape does not. */
+struct deadline_signal {
+    struct deadline_signal_shared *shared;
+};
+
+struct deadline_signal_timer {
+    struct deadline_signal_shared *shared;
+};
+
+struct deadline_signal_future {
+    struct deadline_signal_shared *shared;
+};
+
+/* What the three handles point at. */
+struct deadline_signal_shared {
+    /* BEGIN STUDENT FIELDS: a mutex, the state (WAITING / COMPLETED / EXPIRED / CONSUMED), who won (kept after CONSUMED), the value, the latest waker, whether the future still listens, how many handles are alive (docs/04-deadline-signal.md#the-shared-state) */
+    /* Set once by deadline_signal_new and never changed: read without the lock. */
+    void (*drop_value)(void *value);
+
+    /* `lock` protects every field after it. Every handle takes it for every
+     * read and write. */
+    pthread_mutex_t lock;
+    enum ds_state state;
+    enum ds_state winner; /* DS_WAITING until decided, then DS_COMPLETED or
+                           * DS_EXPIRED for good: a loser that comes after
+                           * CONSUMED is still told who won (clause 6) */
+    void *value;          /* owned by this state while state == DS_COMPLETED */
+    struct waker waker;   /* one reference to the latest poller, or WAKER_NONE;
+                           * only ever non-empty while state == DS_WAITING */
+    bool future_gone;     /* deadline_signal_future_drop() ran: nobody will poll */
+    unsigned refs;        /* handles alive, 3 -> 0; each handle owns one */
+    /* END STUDENT */
+
+    /* The handles live inside the block they point at: one allocation. */
+    struct deadline_signal producer;
+    struct deadline_signal_timer timer;
+    struct deadline_signal_future future;
+};
+
+/* BEGIN STUDENT HIDDEN */
+/* Frees the state. Only the drop that brought refs to zero calls this, after
+ * unlocking: nobody else can reach `s` any more. */
+static void shared_free(struct deadline_signal_shared *s, bool untaken, void *value)
+{
+    if (untaken && s->drop_value)
+        s->drop_value(value); /* the value nobody took: this state owned it */
+    pthread_mutex_destroy(&s->lock);
+    free(s); /* the handles go with it: they live inside */
+}
+
+/* What a loser is told: who won. Call with the lock held, after the state
+ * has left WAITING. */
+static enum deadline_signal_status lost_to(const struct deadline_signal_shared *s)
+{
+    return s->winner == DS_COMPLETED ? DEADLINE_SIGNAL_LOST_TO_VALUE : DEADLINE_SIGNAL_LOST_TO_EXPIRY;
+}
+
+/* Gives back one handle's reference; the last one frees the state. `taken`
+ * is a waker the caller moved out of the state under the lock (or
+ * WAKER_NONE): after unlocking it is woken when wake_it, dropped otherwise.
+ * Called with the lock held; returns with it released. */
+static void release_locked(struct deadline_signal_shared *s, struct waker taken, bool wake_it)
+{
+    s->refs--; /* -1: the calling handle's reference */
+    bool last = s->refs == 0;
+    bool untaken = s->state == DS_COMPLETED;
+    void *value = s->value;
+    pthread_mutex_unlock(&s->lock);
+    /* From here on `s` may be freed by another handle's drop, unless we were last. */
+
+    if (wake_it)
+        waker_wake(&taken); /* -1: consumes the stored reference (none: ignored) */
+    else
+        waker_drop(&taken); /* -1: same, without waking */
+    if (last)
+        shared_free(s, untaken, value);
+}
+/* END STUDENT */
+
+int deadline_signal_new(void (*drop_value)(void *value), struct deadline_signal **producer,
+                        struct deadline_signal_timer **timer,
+                        struct deadline_signal_future **future)
+{
+    /* BEGIN STUDENT: allocate one shared state, initialize its lock and fields, point the three handles at it (docs/04-deadline-signal.md#creating) */
+    struct deadline_signal_shared *s = malloc(sizeof *s);
+    if (!s)
+        return -1;
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s);
+        return -1;
+    }
+    s->drop_value = drop_value;
+    s->state = DS_WAITING;
+    s->winner = DS_WAITING;
+    s->value = NULL;
+    s->waker = WAKER_NONE;
+    s->future_gone = false;
+    s->refs = 3; /* +3: one reference each for the producer, the timer and the future */
+    s->producer.shared = s;
+    s->timer.shared = s;
+    s->future.shared = s;
+    *producer = &s->producer;
+    *timer = &s->timer;
+    *future = &s->future;
+    return 0;
+    /* END STUDENT */
+}
+
+enum deadline_signal_status deadline_signal_complete(struct deadline_signal *producer, void *value)
+{
+    /* BEGIN STUDENT: in one lock hold: lose (and say to whom) when anything was decided, refuse when the future is gone, otherwise store the value, become COMPLETED and take the waker out; wake it after unlocking (docs/04-deadline-signal.md#deciding) */
+    struct deadline_signal_shared *s = producer->shared;
+
+    pthread_mutex_lock(&s->lock);
+    if (s->state != DS_WAITING) {
+        /* Decided before, maybe delivered already: we lost, and the value
+         * stays with the caller. */
+        enum deadline_signal_status lost = lost_to(s);
+        pthread_mutex_unlock(&s->lock);
+        return lost;
+    }
+    if (s->future_gone) {
+        pthread_mutex_unlock(&s->lock);
+        return DEADLINE_SIGNAL_NO_LISTENER; /* nobody can take it: the caller keeps it */
+    }
+    s->value = value; /* the state owns the value from here on */
+    s->state = DS_COMPLETED;
+    s->winner = DS_COMPLETED;
+    struct waker to_wake = waker_take(&s->waker); /* the stored reference, now ours */
+    pthread_mutex_unlock(&s->lock);
+
+    waker_wake(&to_wake); /* -1: consumes it; none (nobody polled yet) is ignored */
+    return DEADLINE_SIGNAL_WON;
+    /* END STUDENT */
+}
+
+enum deadline_signal_status deadline_signal_expire(struct deadline_signal_timer *timer)
+{
+    /* BEGIN STUDENT: the same race from the timer's side: lose when anything was decided, refuse when the future is gone, otherwise become EXPIRED and take the waker out; wake it after unlocking (docs/04-deadline-signal.md#deciding) */
+    struct deadline_signal_shared *s = timer->shared;
+
+    pthread_mutex_lock(&s->lock);
+    if (s->state != DS_WAITING) {
+        enum deadline_signal_status lost = lost_to(s);
+        pthread_mutex_unlock(&s->lock);
+        return lost;
+    }
+    if (s->future_gone) {
+        pthread_mutex_unlock(&s->lock);
+        return DEADLINE_SIGNAL_NO_LISTENER;
+    }
+    s->state = DS_EXPIRED;
+    s->winner = DS_EXPIRED;
+    struct waker to_wake = waker_take(&s->waker); /* the stored reference, now ours */
+    pthread_mutex_unlock(&s->lock);
+
+    waker_wake(&to_wake); /* -1 */
+    return DEADLINE_SIGNAL_WON;
+    /* END STUDENT */
+}
+
+void deadline_signal_drop(struct deadline_signal *producer)
+{
+    /* BEGIN STUDENT: if nothing was decided, expire and take the waker out (no value can come now); give up the producer's reference, wake after unlocking; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-producer-and-the-timer) */
+    struct deadline_signal_shared *s = producer->shared;
+    struct waker to_wake = WAKER_NONE;
+
+    pthread_mutex_lock(&s->lock);
+    if (s->state == DS_WAITING) {
+        /* The producer leaves without a value: the only outcome still
+         * possible is expiry, so it happens now rather than at the deadline. */
+        s->state = DS_EXPIRED;
+        s->winner = DS_EXPIRED;
+        to_wake = waker_take(&s->waker);
+    }
+    release_locked(s, to_wake, true); /* unlocks; wakes; maybe frees */
+    /* END STUDENT */
+}
+
+void deadline_signal_timer_drop(struct deadline_signal_timer *timer)
+{
+    /* BEGIN STUDENT: decide nothing; give up the timer's reference; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-producer-and-the-timer) */
+    struct deadline_signal_shared *s = timer->shared;
+
+    pthread_mutex_lock(&s->lock);
+    /* A cancelled deadline: the producer may still complete. */
+    release_locked(s, WAKER_NONE, false); /* unlocks; maybe frees */
+    /* END STUDENT */
+}
+
+enum poll deadline_signal_future_poll(struct deadline_signal_future *future, struct context *cx,
+                                      struct deadline_signal_output *out)
+{
+    /* BEGIN STUDENT: in one hold of the lock: deliver a decided outcome once (then CONSUMED), answer CONSUMED after that, or register the latest waker with waker_clone_from and return Pending (docs/04-deadline-signal.md#polling) */
+    struct deadline_signal_shared *s = future->shared;
+
+    pthread_mutex_lock(&s->lock);
+    switch (s->state) {
+    case DS_WAITING:
+        /* Still holding the lock both deciders need: the check above and this
+         * registration are one step as far as they can see. */
+        waker_clone_from(&s->waker, cx->waker); /* +1 for the stored waker when it had to clone */
+        pthread_mutex_unlock(&s->lock);
+        return POLL_PENDING;
+    case DS_COMPLETED:
+        /* Move the value out: from now on the caller owns it. */
+        *out = (struct deadline_signal_output){ .outcome = DEADLINE_SIGNAL_VALUE, .value = s->value };
+        s->value = NULL;
+        s->state = DS_CONSUMED;
+        break;
+    case DS_EXPIRED:
+        *out = (struct deadline_signal_output){ .outcome = DEADLINE_SIGNAL_EXPIRED, .value = NULL };
+        s->state = DS_CONSUMED;
+        break;
+    case DS_CONSUMED:
+        /* Fused: after Ready, Ready again with nothing; no waker touched. */
+        *out = (struct deadline_signal_output){ .outcome = DEADLINE_SIGNAL_CONSUMED, .value = NULL };
+        break;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return POLL_READY;
+    /* END STUDENT */
+}
+
+void deadline_signal_future_drop(struct deadline_signal_future *future)
+{
+    /* BEGIN STUDENT: stop listening, take out the stored waker and drop it after unlocking, give up the future's reference; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-future) */
+    struct deadline_signal_shared *s = future->shared;
+
+    pthread_mutex_lock(&s->lock);
+    struct waker stale = waker_take(&s->waker); /* the stored reference, now ours */
+    s->future_gone = true;
+    release_locked(s, stale, false); /* unlocks; drops the stale waker at once; maybe frees */
+    /* END STUDENT */
+}
+
+/* ---- the type-erased view -------------------------------------------------
+ * The same two adapters as stage 01: the state is the handle itself (one
+ * pointer), so a runtime may copy it before the first poll. */
+
+static enum poll deadline_signal_future_vt_poll(void *self, struct context *cx, void *out)
+{
+    return deadline_signal_future_poll(self, cx, out);
+}
+
+static void deadline_signal_future_vt_drop(void *self)
+{
+    deadline_signal_future_drop(self);
+}
+
+static const struct future_vtable deadline_signal_future_vtable =
+    FUTURE_VTABLE_INIT(struct deadline_signal_future, sizeof(struct deadline_signal_output),
+                       deadline_signal_future_vt_poll, deadline_signal_future_vt_drop);
+
+struct future deadline_signal_future_as_future(struct deadline_signal_future *future)
+{
+    return future_of(&deadline_signal_future_vtable, future);
+}
+
+/* ---- test hooks ---- */
+
+struct deadline_signal_test_layout deadline_signal_test_layout(void)
+{
+    return (struct deadline_signal_test_layout){
+        .shared_size = sizeof(struct deadline_signal_shared),
+        .shared_align = alignof(struct deadline_signal_shared),
+        .future_size = sizeof(struct deadline_signal_future),
+        .future_align = alignof(struct deadline_signal_future),
+        .producer_size = sizeof(struct deadline_signal),
+        .timer_size = sizeof(struct deadline_signal_timer),
+    };
+}
