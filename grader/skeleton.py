@@ -16,6 +16,7 @@ labs/ (answer keys stay with the solutions).
     skeleton.py --write          regenerate labs/
     skeleton.py --check          exit 1 (and say which files) when labs/ is stale
     skeleton.py --out DIR        write the skeletons somewhere else
+    skeleton.py --write --stage 03   regenerate one stage only
 """
 import argparse
 import filecmp
@@ -158,9 +159,12 @@ def skip(path):
     return path.name.startswith("ANSWERS") or "answers" in path.parts or path.name.startswith(".")
 
 
-def generate(src_root, dst_root):
-    """Writes every stage of src_root into dst_root (which must be empty)."""
+def generate(src_root, dst_root, only=None):
+    """Writes every stage of src_root (or those named in `only`) into
+    dst_root."""
     for stage in sorted(p for p in src_root.iterdir() if p.is_dir()):
+        if only and not any(stage.name == o or stage.name.startswith(o + "-") for o in only):
+            continue
         for f in sorted(stage.rglob("*")):
             rel = f.relative_to(src_root)
             if f.is_dir() or skip(rel):
@@ -199,13 +203,23 @@ def main():
     g.add_argument("--write", action="store_true")
     g.add_argument("--check", action="store_true")
     g.add_argument("--out", type=pathlib.Path)
+    ap.add_argument("--stage", action="append", help="only this stage (03 or 03-executor); repeatable")
     args = ap.parse_args()
+    if args.stage and not args.write:
+        ap.error("--stage goes with --write")
     solutions, labs = ROOT / "solutions", ROOT / "labs"
     try:
         with tempfile.TemporaryDirectory() as tmp:
             fresh = pathlib.Path(tmp) / "labs"
             fresh.mkdir()
-            generate(solutions, fresh)
+            generate(solutions, fresh, args.stage)
+            if args.stage and args.write:
+                for d in fresh.iterdir():  # only the named stages are replaced
+                    if (labs / d.name).exists():
+                        shutil.rmtree(labs / d.name)
+                    shutil.copytree(d, labs / d.name)
+                print(f"wrote {', '.join('labs/' + d.name for d in sorted(fresh.iterdir()))}")
+                return 0
             if args.check:
                 diffs = differences(fresh, labs)
                 if diffs:

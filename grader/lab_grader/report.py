@@ -104,8 +104,8 @@ def text_report(grader, results):
     lines.append(f"Total: {fmt_points(total)}/{fmt_points(judged)}" +
                  ("" if not failed else f"   ({len(failed)} item(s) to fix; details below)"))
     not_judged = [r for r in results if r.status == "not-judged"]
-    if not_judged:
-        lines.append(f"Not judged on this machine: {', '.join(r.item.key for r in not_judged)} (rerun elsewhere)")
+    for r in not_judged:
+        lines.append(f"Not judged here: {r.item.key}: {r.summary}")
     if failed:
         lines += ["", "What to fix", "-----------"]
         for r in failed:

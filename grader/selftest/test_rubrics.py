@@ -36,11 +36,17 @@ def test_sections_exist(stage):
 @pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
 def test_every_test_is_graded_and_every_item_has_tests(stage, tmp_path):
     b = build.Builder(ROOT, ROOT / "build" / "grade")
-    dirs = [ROOT / "solutions" / n for n in [*stage.uses, stage.name]]
+    by_name = {s.name: s for s in STAGES}
+
+    def closure(s):
+        out = []
+        for u in s.uses:
+            out += [v for v in closure(by_name[u]) + [u] if v not in out]
+        return out
+    names = closure(stage) + [stage.name]
+    dirs = [ROOT / "solutions" / n for n in names]
     objs = b.test_objects(GRADER / "tests" / stage.name, "plain", dirs)
-    srcs = [ROOT / "solutions" / n / f for n in [stage.name] for f in stage.sources]
-    for u in stage.uses:
-        srcs += [ROOT / "solutions" / u / f for f in next(s for s in STAGES if s.name == u).sources]
+    srcs = [ROOT / "solutions" / n / f for n in names for f in by_name[n].sources]
     objs += [b.compile(s, "plain", dirs, werror=True).obj for s in srcs]
     binary = b.link(objs + b.common_objects("plain"), tmp_path / "t", "plain")
     tests = run.list_tests(binary)
