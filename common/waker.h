@@ -50,21 +50,56 @@ static inline struct context context_from_waker(const struct waker *w)
     return (struct context){ .waker = w };
 }
 
-/* +1: returns a new reference the caller owns. */
-struct waker waker_clone(const struct waker *w);
-/* Wakes and consumes *w; *w becomes WAKER_NONE. A none waker is ignored. */
-void waker_wake(struct waker *w);
-/* Wakes; *w stays owned by the caller. A none waker is ignored. */
-void waker_wake_by_ref(const struct waker *w);
-/* -1: releases *w; *w becomes WAKER_NONE. A none waker is ignored. */
-void waker_drop(struct waker *w);
+/* The helpers below are inline: they sit on every runtime's hottest path
+ * (each wake and each registration), and a call into another file per wake
+ * is measurable there (bench/README.md). */
+
 /* Moves the reference out of *w, leaving WAKER_NONE behind (Option::take). */
-struct waker waker_take(struct waker *w);
+static inline struct waker waker_take(struct waker *w)
+{
+    struct waker out = *w;
+    *w = WAKER_NONE;
+    return out;
+}
+
+/* +1: returns a new reference the caller owns. */
+static inline struct waker waker_clone(const struct waker *w)
+{
+    if (waker_is_none(w))
+        return WAKER_NONE;
+    return w->vtable->clone(w->data); /* +1: the caller's new reference */
+}
+
+/* Wakes and consumes *w; *w becomes WAKER_NONE. A none waker is ignored. */
+static inline void waker_wake(struct waker *w)
+{
+    struct waker mine = waker_take(w);
+    if (!waker_is_none(&mine))
+        mine.vtable->wake(mine.data); /* consumes our reference */
+}
+
+/* Wakes; *w stays owned by the caller. A none waker is ignored. */
+static inline void waker_wake_by_ref(const struct waker *w)
+{
+    if (!waker_is_none(w))
+        w->vtable->wake_by_ref(w->data);
+}
+
+/* -1: releases *w; *w becomes WAKER_NONE. A none waker is ignored. */
+static inline void waker_drop(struct waker *w)
+{
+    struct waker mine = waker_take(w);
+    if (!waker_is_none(&mine))
+        mine.vtable->drop(mine.data); /* -1: our reference */
+}
 
 /* True when a and b are certain to wake the same task (same data and same
  * vtable). A hint for skipping work, never a correctness test: false does not
  * prove two different tasks. */
-bool waker_will_wake(const struct waker *a, const struct waker *b);
+static inline bool waker_will_wake(const struct waker *a, const struct waker *b)
+{
+    return !waker_is_none(a) && a->data == b->data && a->vtable == b->vtable;
+}
 
 /* Makes *stored wake the task `current` wakes. When *stored already
  * will_wake() the same task nothing happens (no clone, no drop); otherwise the
