@@ -79,7 +79,9 @@ enum executor_status executor_run_until_idle(struct executor *ex);
 
 /* Spawns `fut` (moved, as with spawn) and runs until it completes; its output
  * is moved to `out`. Other tasks run meanwhile and may remain pending after.
- * EXECUTOR_OK, EXECUTOR_DEADLOCK (the root never finished) or EXECUTOR_NOMEM.
+ * EXECUTOR_OK, EXECUTOR_DEADLOCK (the root never finished: it stays in the
+ * executor, detached, until executor_free drops it; should a later run finish
+ * it, its output is dropped without a drop function) or EXECUTOR_NOMEM.
  * Not from inside a task. */
 enum executor_status executor_block_on(struct executor *ex, struct future fut, void *out);
 
