@@ -1,31 +1,15 @@
-/* coop.c - the thread-local cooperative budget. */
+/* coop.c - the thread-local cooperative budget (the functions are inline in
+ * coop.h; this file owns the variable and the escape hatch). */
 #include <limits.h>
 #include "coop.h"
 
-/* Owned by this thread alone: no atomics needed. */
-static _Thread_local unsigned budget = UINT_MAX;
-
-void coop_reset(unsigned units) { budget = units; }
-void coop_unlimit(void) { budget = UINT_MAX; }
-unsigned coop_remaining(void) { return budget; }
-
-bool coop_proceed(struct context *cx)
-{
-    if (budget == UINT_MAX)
-        return true;
-    if (budget == 0) {
-        waker_wake_by_ref(cx->waker); /* poll me again, after the others */
-        return false;
-    }
-    budget--;
-    return true;
-}
+_Thread_local unsigned coop_budget_ = UINT_MAX;
 
 unsigned coop_unconstrained_begin(void)
 {
-    unsigned saved = budget;
-    budget = UINT_MAX;
+    unsigned saved = coop_budget_;
+    coop_budget_ = UINT_MAX;
     return saved;
 }
 
-void coop_unconstrained_end(unsigned saved) { budget = saved; }
+void coop_unconstrained_end(unsigned saved) { coop_budget_ = saved; }

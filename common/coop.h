@@ -16,16 +16,34 @@
 #include <stdbool.h>
 #include "waker.h"
 
+#include <limits.h>
+
 #define COOP_BUDGET_DEFAULT 128u
 
+/* This thread's budget; UINT_MAX means unlimited. Owned by this thread
+ * alone: no atomics. Use the functions below, not the variable. Inline,
+ * since a scheduler resets it before every poll. */
+extern _Thread_local unsigned coop_budget_;
+
 /* Sets this thread's budget (a scheduler does this before polling a task). */
-void coop_reset(unsigned units);
+static inline void coop_reset(unsigned units) { coop_budget_ = units; }
 /* Unlimited budget on this thread (the state outside any scheduler). */
-void coop_unlimit(void);
-/* Takes one unit. At zero: wakes cx's waker by reference, returns false. */
-bool coop_proceed(struct context *cx);
+static inline void coop_unlimit(void) { coop_budget_ = UINT_MAX; }
 /* Units left; UINT_MAX means unlimited. */
-unsigned coop_remaining(void);
+static inline unsigned coop_remaining(void) { return coop_budget_; }
+
+/* Takes one unit. At zero: wakes cx's waker by reference, returns false. */
+static inline bool coop_proceed(struct context *cx)
+{
+    if (coop_budget_ == UINT_MAX)
+        return true;
+    if (coop_budget_ == 0) {
+        waker_wake_by_ref(cx->waker); /* poll me again, after the others */
+        return false;
+    }
+    coop_budget_--;
+    return true;
+}
 
 /* The escape hatch: run a block with an unlimited budget, restoring the old
  * budget afterwards. Documented as an escape hatch, not a tool for speed. */
