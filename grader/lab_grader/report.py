@@ -106,9 +106,19 @@ def text_report(grader, results):
     not_judged = [r for r in results if r.status == "not-judged"]
     for r in not_judged:
         lines.append(f"Not judged here: {r.item.key}: {r.summary}")
-    if failed:
+    not_started = [r for r in failed if r.outcome is not None and r.outcome.verdict == "not-started"]
+    others = [r for r in failed if r not in not_started]
+    if not_started:
+        lines += ["", "Not started yet", "---------------"]
+        by_todo = {}
+        for r in not_started:
+            by_todo.setdefault(r.outcome.message, []).append(r)
+        for message, rs in by_todo.items():
+            lines.append(message)
+            lines.append("  blocks: " + ", ".join(f"{r.item.key} ({fmt_points(r.item.points)})" for r in rs))
+    if others:
         lines += ["", "What to fix", "-----------"]
-        for r in failed:
+        for r in others:
             lines += failure_block(grader, r)
             lines.append("")
     return "\n".join(lines)

@@ -145,7 +145,7 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
     notes = run.notes if run else []
     o = Outcome(test=test, verdict="missing", seed=seed, notes=notes)
     if run and run.todo:
-        o.verdict, o.message = "not-started", f"not started: {run.todo}"
+        o.verdict, o.message = "not-started", f"not started: {records.short_path(run.todo)}"
         return o
     if test not in report:
         o.message = "the test did not run (the runner stopped before it, or crashed itself)"
