@@ -5,6 +5,7 @@
 #   make grade TARGET=solutions      any tree shaped like labs/
 #   make grade RESULTS=results.json  also write Gradescope's results.json
 #   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
+#   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make test                        the project's own tests (instructors)
 #   make labs                        regenerate labs/ from solutions/
 #   make handout                     the student handout, in build/handout
@@ -35,11 +36,15 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings)
 
-.PHONY: grade test labs labs-check handout deps deps-test bench clean
+.PHONY: grade check test labs labs-check handout deps deps-test bench clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 	@$(PYTEST) grader/grade $(GRADE_ARGS)
+
+check: deps
+	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
+	@$(PYTEST) grader/grade $(GRADE_ARGS) --quick
 
 test: deps-test labs-check
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }

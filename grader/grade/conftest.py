@@ -35,6 +35,7 @@ def pytest_addoption(parser):
     g.addoption("--build-dir", default=str(ROOT / "build" / "grade"))
     g.addoption("--valgrind-scale", default="0.05", help="iteration factor under Valgrind")
     g.addoption("--timings", action="store_true", help="print the time each lane took")
+    g.addoption("--quick", action="store_true", help="make check: skip Valgrind, TSan and perf; race items once")
 
 
 def _make(config):
@@ -51,7 +52,7 @@ def _make(config):
         root=ROOT, target=target, stages=stages, selected=selected,
         build_dir=pathlib.Path(config.getoption("--build-dir")), items=items,
         test=config.getoption("--test") or None, seed=seed, werror=config.getoption("--werror"),
-        valgrind_scale=float(config.getoption("--valgrind-scale")))
+        valgrind_scale=float(config.getoption("--valgrind-scale")), quick=config.getoption("--quick"))
 
 
 def pytest_configure(config):

@@ -55,3 +55,18 @@ def test_grader_exit_status(tmp_path):
                            f"--items={s.items[0].id}"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "not started" in proc.stdout
+
+
+def test_check_is_the_quick_pass(tmp_path):
+    """make check: no Valgrind, TSan or perf lane, race items once; a few seconds."""
+    import os
+    import subprocess
+    import time
+    start = time.monotonic()
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "check", "STAGE=1", "TARGET=solutions"],
+                          capture_output=True, text=True, env=dict(os.environ, NO_COLOR="1"), timeout=300)
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "the valgrind lane is left to `make grade`" in proc.stdout
+    assert "passed 1 of 1 runs" not in proc.stdout  # passed items show their clause, but none ran Valgrind
+    assert seconds < 30, f"make check STAGE=1 took {seconds:.1f} s"
