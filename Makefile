@@ -6,6 +6,8 @@
 #   make grade RESULTS=results.json  also write Gradescope's results.json
 #   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
+#   make watch STAGE=1               make check again on every save
+#   make compile_commands.json       for clangd: every file with the grader's flags
 #   make test                        the project's own tests (instructors)
 #   make labs                        regenerate labs/ from solutions/
 #   make handout                     the student handout, in build/handout
@@ -36,7 +38,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings)
 
-.PHONY: grade check test labs labs-check handout deps deps-test bench clean
+.PHONY: grade check watch compile_commands.json test labs labs-check handout deps deps-test bench clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -45,6 +47,13 @@ grade: deps
 check: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 	@$(PYTEST) grader/grade $(GRADE_ARGS) --quick
+
+watch: deps
+	@test -n "$(STAGE)" || { echo "usage: make watch STAGE=n"; exit 2; }
+	@$(PY) grader/tools.py watch --stage "$(STAGE)" --target "$(TARGET)"
+
+compile_commands.json: deps
+	@$(PY) grader/tools.py compile-commands --target "$(TARGET)"
 
 test: deps-test labs-check
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }

@@ -1,0 +1,40 @@
+"""The students' conveniences: compile_commands.json and make watch."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from conftest import GRADER, ROOT
+
+
+def test_compile_commands(tmp_path):
+    proc = subprocess.run([sys.executable, str(GRADER / "tools.py"), "compile-commands", "--target", "labs"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    entries = json.loads((ROOT / "compile_commands.json").read_text())
+    files = {e["file"] for e in entries}
+    assert str(ROOT / "labs" / "01-signal" / "signal.c") in files
+    one = next(e for e in entries if e["file"].endswith("labs/01-signal/signal.c"))
+    assert "-iquote" in one["arguments"] and str(ROOT / "labs" / "01-signal") in one["arguments"]
+
+
+def test_watch_regrades_on_save(tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "solutions", tree)
+    proc = subprocess.Popen(["make", "-s", "-C", str(ROOT), "watch", "STAGE=1", f"TARGET={tree}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, NO_COLOR="1"), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        seen = ""
+        while time.monotonic() < deadline and seen.count("waiting for a change") < 1:
+            seen += proc.stdout.readline()
+        (tree / "01-signal" / "signal.c").touch()
+        while time.monotonic() < deadline and seen.count("waiting for a change") < 2:
+            seen += proc.stdout.readline()
+        assert seen.count("Total:") >= 2, seen[-2000:]
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
