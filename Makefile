@@ -8,6 +8,7 @@
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
 #   make compile_commands.json       for clangd: every file with the grader's flags
+#   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
 #   make test                        the project's own tests (instructors)
 #   make labs                        regenerate labs/ from solutions/
 #   make handout                     the student handout, in build/handout
@@ -25,6 +26,8 @@ RESULTS ?=
 JUNIT ?=
 WERROR ?=
 TIMINGS ?=
+SUBMISSIONS ?=
+GRADEBOOK ?=
 VG_SCALE ?= 0.05
 
 # The first Python that has pytest: python3 on PATH may be a build without
@@ -38,7 +41,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings)
 
-.PHONY: grade check watch compile_commands.json test labs labs-check handout deps deps-test bench clean
+.PHONY: grade check grade-class watch compile_commands.json test labs labs-check handout deps deps-test bench clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -47,6 +50,10 @@ grade: deps
 check: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 	@$(PYTEST) grader/grade $(GRADE_ARGS) --quick
+
+grade-class: deps
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n]"; exit 2; }
+	@$(PY) grader/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)"
 
 watch: deps
 	@test -n "$(STAGE)" || { echo "usage: make watch STAGE=n"; exit 2; }

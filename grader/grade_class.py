@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Grade a whole class: every student tree in a folder.
+
+    grade_class.py SUBMISSIONS [--out gradebook.csv] [--jobs 2] [--stage N]
+
+SUBMISSIONS holds one directory per student, each shaped like labs/. Each is
+graded by the ordinary grader (the same items, lanes and report), two at a
+time by default; the full report of each student lands beside the gradebook
+(reports/<student>.txt and reports/<student>.json). Then:
+
+  gradebook.csv   one row per student, one column per stage, and the total
+  a summary       the items most students failed, with how many: the list to
+                  read before the next lecture
+"""
+import argparse
+import concurrent.futures
+import csv
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "grader"))
+
+from lab_grader import rubric  # noqa: E402
+
+
+def grade_one(student, reports, stage):
+    out_json = reports / f"{student.name}.json"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "-rN",
+           str(ROOT / "grader" / "grade"), f"--target={student}", f"--results={out_json}"]
+    if stage:
+        cmd.append(f"--stage={stage}")
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, NO_COLOR="1"))
+    (reports / f"{student.name}.txt").write_text(proc.stdout + proc.stderr)
+    data = json.loads(out_json.read_text()) if out_json.exists() else None
+    return student.name, data, proc.returncode, time.monotonic() - start
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("submissions", type=pathlib.Path)
+    ap.add_argument("--out", type=pathlib.Path, default=None, help="default: SUBMISSIONS/../gradebook.csv")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--stage", default="")
+    args = ap.parse_args()
+    subs = args.submissions.resolve()
+    if not subs.is_dir():
+        print(f"grade_class.py: SUBMISSIONS={subs}: no such directory", file=sys.stderr)
+        return 2
+    students = sorted(p for p in subs.iterdir() if p.is_dir())
+    if not students:
+        print(f"grade_class.py: {subs} holds no student directory", file=sys.stderr)
+        return 2
+    stages = rubric.select(rubric.load_all(ROOT / "grader" / "rubric"), args.stage)
+    out = (args.out or subs.parent / "gradebook.csv").resolve()
+    reports = out.parent / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+
+    start = time.monotonic()
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(grade_one, s, reports, args.stage) for s in students]
+        for f in concurrent.futures.as_completed(futures):
+            name, data, rc, secs = f.result()
+            results[name] = data
+            score = data["score"] if data else "error"
+            print(f"  graded {name}: {score} ({secs:.1f} s)", flush=True)
+
+    failures = {}
+    with open(out, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["student", *[s.name for s in stages], "total", "max"])
+        for s_dir in students:
+            data = results.get(s_dir.name)
+            if data is None:
+                w.writerow([s_dir.name, *["error"] * len(stages), "error", ""])
+                continue
+            per_stage = {s.name: 0 for s in stages}
+            total_max = 0
+            for t in data["tests"]:
+                st = t["number"].split("/")[0]
+                per_stage[st] = per_stage.get(st, 0) + t["score"]
+                total_max += t["max_score"]
+                if t["status"] != "passed":
+                    failures[t["number"]] = failures.get(t["number"], 0) + 1
+            w.writerow([s_dir.name, *[f"{per_stage[s.name]:g}" for s in stages], f"{data['score']:g}", f"{total_max:g}"])
+    print(f"\nwrote {out} ({len(students)} students, {time.monotonic() - start:.1f} s); reports in {reports}")
+    if failures:
+        print("\nmost failed items (students who lost points on it):")
+        for key, n in sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))[:15]:
+            print(f"  {n:4d}  {key}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

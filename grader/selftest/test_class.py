@@ -1,0 +1,29 @@
+"""make grade-class: a folder of student trees in, a gradebook out, each
+student scored exactly as a lone `make grade` would."""
+import csv
+import shutil
+import subprocess
+
+from conftest import ROOT, mutants, stages
+
+
+def test_grade_class(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copytree(ROOT / "solutions", subs / "alice")       # the reference
+    shutil.copytree(ROOT / "labs", subs / "bob")              # nothing written
+    m = next(m for m in mutants() if m.stage == "01-signal" and m.name == "stale-first-waker")
+    shutil.copytree(ROOT / "solutions", subs / "carol")
+    subprocess.run(["patch", "-s", "-p1", "-i", str(m.path)], cwd=subs / "carol", check=True)
+    out = tmp_path / "book.csv"
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "grade-class", f"SUBMISSIONS={subs}",
+                           f"GRADEBOOK={out}", "STAGE=1"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rows = {r["student"]: r for r in csv.DictReader(out.open())}
+    full = next(s for s in stages() if s.name == "01-signal").max_points
+    assert float(rows["alice"]["01-signal"]) == full
+    assert float(rows["bob"]["01-signal"]) == 0
+    lost = sum(i.points for s in stages() if s.name == "01-signal" for i in s.items if i.id in m.catches)
+    assert float(rows["carol"]["01-signal"]) <= full - lost
+    assert "most failed items" in proc.stdout
+    assert (tmp_path / "reports" / "carol.txt").exists()
