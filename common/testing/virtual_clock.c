@@ -1,0 +1,109 @@
+/* virtual_clock.c - see virtual_clock.h. One mutex guards everything. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "virtual_clock.h"
+
+struct virtual_clock {
+    pthread_mutex_t lock; /* protects every field below */
+    pthread_cond_t cond;  /* park(forever) waits here for the token */
+    uint64_t now;         /* virtual ns */
+    bool token;
+    uint64_t parks;
+    int64_t last_timeout;
+};
+
+static bool vc_park(void *self, int64_t timeout_ns)
+{
+    struct virtual_clock *vc = self;
+    pthread_mutex_lock(&vc->lock);
+    vc->parks++;
+    vc->last_timeout = timeout_ns < 0 ? -1 : timeout_ns;
+    bool got = false;
+    if (vc->token) {
+        got = true;
+    } else if (timeout_ns >= 0) {
+        vc->now += (uint64_t)timeout_ns; /* time passes, instantly */
+    } else {
+        while (!vc->token)
+            pthread_cond_wait(&vc->cond, &vc->lock);
+        got = true;
+    }
+    vc->token = false;
+    pthread_mutex_unlock(&vc->lock);
+    return got;
+}
+
+static void vc_unpark(void *self)
+{
+    struct virtual_clock *vc = self;
+    pthread_mutex_lock(&vc->lock);
+    vc->token = true;
+    pthread_cond_signal(&vc->cond);
+    pthread_mutex_unlock(&vc->lock);
+}
+
+static uint64_t vc_now(void *self) { return virtual_clock_now(self); }
+
+static const struct driver_vtable vc_vtable = { .park = vc_park, .unpark = vc_unpark, .now = vc_now };
+
+struct virtual_clock *virtual_clock_new(uint64_t start_ns)
+{
+    struct virtual_clock *vc = malloc(sizeof *vc);
+    if (!vc)
+        return NULL;
+    pthread_mutex_init(&vc->lock, NULL);
+    pthread_cond_init(&vc->cond, NULL);
+    vc->now = start_ns;
+    vc->token = false;
+    vc->parks = 0;
+    vc->last_timeout = 0;
+    return vc;
+}
+
+void virtual_clock_free(struct virtual_clock *vc)
+{
+    if (!vc)
+        return;
+    pthread_cond_destroy(&vc->cond);
+    pthread_mutex_destroy(&vc->lock);
+    free(vc);
+}
+
+struct driver virtual_clock_driver(struct virtual_clock *vc)
+{
+    return (struct driver){ .vtable = &vc_vtable, .self = vc };
+}
+
+uint64_t virtual_clock_now(struct virtual_clock *vc)
+{
+    pthread_mutex_lock(&vc->lock);
+    uint64_t now = vc->now;
+    pthread_mutex_unlock(&vc->lock);
+    return now;
+}
+
+void virtual_clock_advance(struct virtual_clock *vc, uint64_t ns)
+{
+    pthread_mutex_lock(&vc->lock);
+    vc->now += ns;
+    pthread_mutex_unlock(&vc->lock);
+}
+
+uint64_t virtual_clock_parks(struct virtual_clock *vc)
+{
+    pthread_mutex_lock(&vc->lock);
+    uint64_t n = vc->parks;
+    pthread_mutex_unlock(&vc->lock);
+    return n;
+}
+
+int64_t virtual_clock_last_timeout(struct virtual_clock *vc)
+{
+    pthread_mutex_lock(&vc->lock);
+    int64_t t = vc->last_timeout;
+    pthread_mutex_unlock(&vc->lock);
+    return t;
+}

@@ -1,0 +1,100 @@
+/* combinators.c - stage 05: join2, select2 and timeout. */
+#include "combinators.h"
+#include "lab_todo.h"
+
+/* ---- join2 --------------------------------------------------------------- */
+
+struct join2 join2_new(struct future a, void *a_out, struct future b, void *b_out)
+{
+    return (struct join2){ .child = { a, b }, .out = { a_out, b_out },
+                           .done = { false, false }, .dropped = false };
+}
+
+enum poll join2_poll(struct join2 *j, struct context *cx)
+{
+    (void)j;
+    (void)cx;
+    LAB_TODO("poll each child that is not done; drop it once Ready; Ready when both are (docs/05-timer.md#join-and-select)");
+}
+
+void join2_drop(struct join2 *j)
+{
+    (void)j;
+    LAB_TODO("drop every child that is not done (docs/05-timer.md#join-and-select)");
+}
+
+static enum poll join2_vpoll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    return join2_poll(self, cx);
+}
+static void join2_vdrop(void *self) { join2_drop(self); }
+const struct future_vtable join2_vtable = FUTURE_VTABLE_INIT(struct join2, 0, join2_vpoll, join2_vdrop);
+struct future join2_future(struct join2 *j) { return future_of(&join2_vtable, j); }
+
+/* ---- select2 ------------------------------------------------------------- */
+
+struct select2 select2_new(struct future a, void *a_out, struct future b, void *b_out)
+{
+    return (struct select2){ .child = { a, b }, .out = { a_out, b_out }, .winner = -1,
+                             .live = { true, true } };
+}
+
+enum poll select2_poll(struct select2 *s, struct context *cx, int *winner)
+{
+    (void)s;
+    (void)cx;
+    (void)winner;
+    LAB_TODO("poll a, then b; the first Ready wins; drop both (the loser at once: cancellation by drop) (docs/05-timer.md#join-and-select)");
+}
+
+void select2_drop(struct select2 *s)
+{
+    (void)s;
+    LAB_TODO("drop what is still live (docs/05-timer.md#join-and-select)");
+}
+
+static enum poll select2_vpoll(void *self, struct context *cx, void *out)
+{
+    return select2_poll(self, cx, out);
+}
+static void select2_vdrop(void *self) { select2_drop(self); }
+const struct future_vtable select2_vtable = FUTURE_VTABLE_INIT(struct select2, sizeof(int), select2_vpoll, select2_vdrop);
+struct future select2_future(struct select2 *s) { return future_of(&select2_vtable, s); }
+
+/* ---- timeout ------------------------------------------------------------- */
+
+struct timeout timeout_new(struct future inner, void *inner_out, struct time_driver *td,
+                           uint64_t duration_ns)
+{
+    struct timeout t;
+    t.inner = inner;
+    t.inner_out = inner_out;
+    t.sleep = sleep_for(td, duration_ns);
+    t.started = false;
+    t.race = select2_new(inner, inner_out, inner, inner_out); /* rebuilt at the first poll */
+    return t;
+}
+
+enum poll timeout_poll(struct timeout *t, struct context *cx, enum timeout_result *res)
+{
+    (void)t;
+    (void)cx;
+    (void)res;
+    LAB_TODO("at the first poll (the state no longer moves) build select2(inner, sleep); its winner is the answer (docs/05-timer.md#timeout)");
+}
+
+void timeout_drop(struct timeout *t)
+{
+    (void)t;
+    LAB_TODO("never polled: drop the inner future and the (unregistered) sleep; else drop the race (docs/05-timer.md#timeout)");
+}
+
+static enum poll timeout_vpoll(void *self, struct context *cx, void *out)
+{
+    return timeout_poll(self, cx, out);
+}
+static void timeout_vdrop(void *self) { timeout_drop(self); }
+const struct future_vtable timeout_vtable =
+    FUTURE_VTABLE_INIT(struct timeout, sizeof(enum timeout_result), timeout_vpoll, timeout_vdrop);
+struct future timeout_future(struct timeout *t) { return future_of(&timeout_vtable, t); }

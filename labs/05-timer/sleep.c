@@ -1,0 +1,42 @@
+/* sleep.c - stage 05: sleep as a future over the time driver's timers. */
+#include "sleep.h"
+#include "lab_todo.h"
+
+struct sleep sleep_until(struct time_driver *td, uint64_t deadline_ns)
+{
+    struct sleep s;
+    time_timer_init(&s.timer);
+    s.td = td;
+    s.deadline_ns = deadline_ns;
+    return s;
+}
+
+struct sleep sleep_for(struct time_driver *td, uint64_t duration_ns)
+{
+    return sleep_until(td, time_driver_now(td) + duration_ns);
+}
+
+enum poll sleep_poll(struct sleep *s, struct context *cx)
+{
+    (void)s;
+    (void)cx;
+    LAB_TODO("one call to the time driver decides, registers and stores the waker (docs/05-timer.md#sleep)");
+}
+
+void sleep_drop(struct sleep *s)
+{
+    (void)s;
+    LAB_TODO("cancellation by drop: out of the wheel now, waker released (docs/05-timer.md#sleep)");
+}
+
+static enum poll sleep_vpoll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    return sleep_poll(self, cx);
+}
+
+static void sleep_vdrop(void *self) { sleep_drop(self); }
+
+const struct future_vtable sleep_vtable = FUTURE_VTABLE_INIT(struct sleep, 0, sleep_vpoll, sleep_vdrop);
+
+struct future sleep_future(struct sleep *s) { return future_of(&sleep_vtable, s); }

@@ -1,0 +1,124 @@
+/* time_driver.c - stage 05: park until the next timer, then fire.
+ *
+ * One mutex, `lock`, protects the wheel (and every time_timer registered in
+ * it: its entry, waker and fired flag), `park_until` and the fire batch.
+ * Nothing is woken while it is held: advance moves the wakers of fired timers
+ * into `batch` (at most TD_BATCH at a time, so no allocation), the mutex is
+ * released, the batch is woken, and the next batch follows. A waker may do
+ * anything, dropping another sleep (which takes the lock) included.
+ *
+ * park_until is how a registration on another thread knows whether to
+ * unpark: the owner writes, under the lock, the absolute time it is about to
+ * sleep until (TIMER_WHEEL_NEVER for forever), before it unlocks and parks;
+ * it writes 0 ("not parked") once it is back. A registration whose deadline
+ * is earlier unparks the inner driver. If that lands between the owner's
+ * unlock and its park, the inner driver keeps the token (driver.h), so the
+ * park returns at once: nothing is lost.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "time_driver.h"
+#include "lab_todo.h"
+
+#define TD_BATCH 32
+
+struct time_driver {
+    struct driver inner;
+    int todo_your_fields_here; /* TODO: the wheel and the mutex that protects it; what a registration from another thread needs to know (docs/05-timer.md#the-time-driver) */
+};
+
+
+static bool td_park(void *self, int64_t timeout_ns)
+{
+    (void)self;
+    (void)timeout_ns;
+    LAB_TODO("park the inner driver until min(timeout, next expiration); then advance the wheel and wake the fired timers' wakers outside the lock, a batch at a time (docs/05-timer.md#the-time-driver)");
+}
+
+static void td_unpark(void *self)
+{
+    struct time_driver *td = self;
+    driver_unpark(td->inner);
+}
+
+static uint64_t td_now(void *self)
+{
+    struct time_driver *td = self;
+    return driver_now(td->inner);
+}
+
+static const struct driver_vtable td_vtable = { .park = td_park, .unpark = td_unpark, .now = td_now };
+
+struct time_driver *time_driver_new(struct driver inner)
+{
+    struct time_driver *td = malloc(sizeof *td);
+    if (!td)
+        return NULL;
+    td->inner = inner;
+    (void)inner;
+    LAB_TODO("the wheel, starting at the inner driver's now; the mutex (docs/05-timer.md#the-time-driver)");
+    return td;
+}
+
+void time_driver_free(struct time_driver *td)
+{
+    if (!td)
+        return;
+    (void)td;
+    LAB_TODO("the wheel and the mutex (docs/05-timer.md#the-time-driver)");
+    free(td);
+}
+
+struct driver time_driver_driver(struct time_driver *td)
+{
+    return (struct driver){ .vtable = &td_vtable, .self = td };
+}
+
+uint64_t time_driver_now(struct time_driver *td)
+{
+    return driver_now(td->inner);
+}
+
+void time_timer_init(struct time_timer *t)
+{
+    timer_entry_init(&t->entry, NULL, NULL);
+    t->waker = WAKER_NONE;
+    t->fired = false;
+}
+
+bool time_timer_poll(struct time_driver *td, struct time_timer *t, uint64_t deadline_ns,
+                     const struct waker *waker)
+{
+    (void)td;
+    (void)t;
+    (void)deadline_ns;
+    (void)waker;
+    LAB_TODO("under the lock: fired or due means done; else store the waker, register once, and unpark if the parked thread sleeps past this deadline (docs/05-timer.md#sleep)");
+}
+
+void time_timer_cancel(struct time_driver *td, struct time_timer *t)
+{
+    (void)td;
+    (void)t;
+    LAB_TODO("out of the wheel at once, under the lock; drop the waker after unlocking (docs/05-timer.md#sleep)");
+}
+
+size_t time_driver_test_timers(struct time_driver *td)
+{
+    (void)td;
+    LAB_TODO("timers in the wheel, read under the lock (docs/05-timer.md#test-hooks)");
+}
+
+uint64_t time_driver_test_next_expiration(struct time_driver *td)
+{
+    (void)td;
+    LAB_TODO("the wheel's next expiration, read under the lock (docs/05-timer.md#test-hooks)");
+}
+
+uint64_t time_driver_test_fired(struct time_driver *td)
+{
+    (void)td;
+    LAB_TODO("timers fired so far, read under the lock (docs/05-timer.md#test-hooks)");
+}
