@@ -12,6 +12,7 @@
 #   make test                        the project's own tests (instructors)
 #   make labs                        regenerate labs/ from solutions/
 #   make handout                     the student handout, in build/handout
+#   make autograder                  a Gradescope autograder zip, build/autograder.zip
 #   make bench                       executor benchmark: reference vs Tokio vs naive (bench/README.md)
 #   make clean
 .POSIX:
@@ -41,7 +42,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings)
 
-.PHONY: grade check grade-class watch compile_commands.json test labs labs-check handout deps deps-test bench clean
+.PHONY: grade check grade-class watch compile_commands.json test labs labs-check handout autograder deps deps-test bench clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -74,6 +75,9 @@ labs-check:
 
 handout: deps labs-check
 	@$(PY) grader/handout.py
+
+autograder: deps labs-check
+	@$(PY) grader/autograder.py
 
 deps:
 	@sh grader/deps.sh grade
