@@ -8,8 +8,9 @@ no answer keys; reference objects for decoupled grading) plus Gradescope's two
 entry points at its root:
 
   setup.sh         installs the distribution packages the grader needs
-                   (Gradescope's images are Ubuntu: nothing here depends on
-                   Criterion 2.4-only behaviour)
+                   (Gradescope's images are Ubuntu; the grader uses only
+                   Criterion's --list, --filter and --xml, but has been run
+                   on Criterion 2.4.1 only)
   run_autograder   grades /autograder/submission (the student's labs/ tree,
                    or a tree that contains labs/) and writes
                    /autograder/results/results.json
