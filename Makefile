@@ -7,6 +7,7 @@
 #   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
+#   make debug STAGE=1 TEST=s/name   one test in gdb, in one process (GDB=0: without gdb)
 #   make compile_commands.json       for clangd: every file with the grader's flags
 #   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
 #   make test                        the project's own tests (instructors)
@@ -29,6 +30,7 @@ WERROR ?=
 TIMINGS ?=
 SUBMISSIONS ?=
 GRADEBOOK ?=
+GDB ?=
 VG_SCALE ?= 0.05
 
 # The first Python that has pytest: python3 on PATH may be a build without
@@ -42,7 +44,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings)
 
-.PHONY: grade check grade-class watch compile_commands.json test labs labs-check handout autograder deps deps-test bench clean
+.PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check handout autograder deps deps-test bench clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -59,6 +61,10 @@ grade-class: deps
 watch: deps
 	@test -n "$(STAGE)" || { echo "usage: make watch STAGE=n"; exit 2; }
 	@$(PY) grader/tools.py watch --stage "$(STAGE)" --target "$(TARGET)"
+
+debug: deps
+	@test -n "$(STAGE)" -a -n "$(TEST)" || { echo "usage: make debug STAGE=n TEST=suite/name [GDB=0]"; exit 2; }
+	@$(PY) grader/tools.py debug --stage "$(STAGE)" --test "$(TEST)" --target "$(TARGET)" $(if $(filter 0,$(GDB)),--no-gdb)
 
 compile_commands.json: deps
 	@$(PY) grader/tools.py compile-commands --target "$(TARGET)"

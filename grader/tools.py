@@ -3,6 +3,8 @@
 
     tools.py compile-commands [--target labs]   write compile_commands.json
     tools.py watch --stage N [--target labs]    rerun `make check` on every save
+    tools.py debug --stage N --test suite/name [--target labs] [--no-gdb]
+                                                run one test in this process, under gdb
 
 compile_commands.json lists every C file of the lab with the exact flags the
 grader compiles it with, so clangd (and any editor that speaks to it) finds
@@ -10,6 +12,11 @@ the headers on the quote path and reports the same warnings.
 
 watch polls the stage's files twice a second rather than using inotify: it
 works the same on every filesystem (inotify is silent on some mounted ones).
+
+debug runs the test through the stand-in runner with --no-fork: Criterion
+always forks a worker per test, which makes a debugger follow the wrong
+process; the stand-in can run the test in its own process, with no timeout
+and no watchdog, so gdb sees every thread of the test.
 """
 import argparse
 import json
@@ -81,6 +88,30 @@ def watch(target, stage):
         time.sleep(0.5)
 
 
+def debug(target, stage, test, use_gdb):
+    from lab_grader import grader as grader_mod
+    stages = rubric.load_all(ROOT / "grader" / "rubric")
+    selected = rubric.select(stages, stage)
+    if len(selected) != 1:
+        raise rubric.RubricError("make debug wants one stage: STAGE=n")
+    g = grader_mod.Grader(root=ROOT, target=target, stages=stages, selected=selected,
+                          build_dir=ROOT / "build" / "grade")
+    b = g.build(selected[0])
+    if not b.ok:
+        print(f"does not build: {b.error.first}\n{b.error.log}", file=sys.stderr)
+        return 1
+    name = test.replace("::", "/")
+    if name.replace("/", "::") not in b.tests:
+        raise rubric.RubricError(f"TEST={test}: no such test in {selected[0].name} (make grade lists them in failures)")
+    binary = b.binaries["vg"]  # the stand-in runner, -O2 -g
+    cmd = [str(binary), "--no-fork", "--filter", name]
+    if use_gdb:
+        cmd = ["gdb", "-q", "--args", *cmd]
+    env = dict(os.environ, LAB_NO_WATCHDOG="1")
+    print(" ".join(cmd), flush=True)
+    return subprocess.run(cmd, env=env).returncode
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -89,11 +120,18 @@ def main():
     w = sub.add_parser("watch")
     w.add_argument("--target", default="labs")
     w.add_argument("--stage", required=True)
+    d = sub.add_parser("debug")
+    d.add_argument("--target", default="labs")
+    d.add_argument("--stage", required=True)
+    d.add_argument("--test", required=True)
+    d.add_argument("--no-gdb", action="store_true", help="run in this process without gdb")
     args = ap.parse_args()
     target = (ROOT / args.target).resolve() if not os.path.isabs(args.target) else pathlib.Path(args.target)
     try:
         if args.cmd == "compile-commands":
             compile_commands(target)
+        elif args.cmd == "debug":
+            return debug(target, args.stage, args.test, not args.no_gdb)
         else:
             watch(target, args.stage)
     except rubric.RubricError as e:

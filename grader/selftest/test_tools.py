@@ -38,3 +38,14 @@ def test_watch_regrades_on_save(tmp_path):
     finally:
         os.killpg(proc.pid, 9)
         proc.wait()
+
+
+def test_debug_runs_one_test_in_process():
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "debug", "STAGE=1", "TARGET=solutions", "GDB=0",
+                           "TEST=signal_poll/pending_registers"], capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert "Tested: 1 | Passing: 1" in out and "(in this process)" in out
+    bad = subprocess.run(["make", "-s", "-C", str(ROOT), "debug", "STAGE=1", "TARGET=solutions", "GDB=0",
+                          "TEST=signal_poll/no_such_test"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "no such test" in bad.stdout + bad.stderr

@@ -2,7 +2,7 @@
  * of its own, with the timeout its Test or TestSuite declares, and writes a
  * report shaped like Criterion's --xml so the grader reads both the same way.
  *
- *   tests [--filter GLOB] [--xml=FILE] [--timeout S] [-jN] [--list]
+ *   tests [--filter GLOB] [--xml=FILE] [--timeout S] [-jN] [--list] [--no-fork]
  *
  * GLOB matches "suite/test" as Criterion's --filter does. A sanitizer report
  * makes the test's process exit with TSAN_OPTIONS' exitcode, so it fails.
@@ -174,6 +174,8 @@ int main(int argc, char **argv)
     const char *filter = NULL, *xml = NULL;
     double max_timeout = 0;
     bool list = false;
+    bool no_fork = false; /* run the matching tests in this process: for gdb (make debug) */
+    size_t ran_in_process = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc)
             filter = argv[++i];
@@ -185,10 +187,12 @@ int main(int argc, char **argv)
             max_timeout = strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--list") == 0)
             list = true;
+        else if (strcmp(argv[i], "--no-fork") == 0)
+            no_fork = true;
         else if (strncmp(argv[i], "-j", 2) == 0)
             ; /* serial: one test at a time keeps TSan's view simple */
         else {
-            fprintf(stderr, "usage: %s [--filter GLOB] [--xml=FILE] [--timeout S] [--list]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--filter GLOB] [--xml=FILE] [--timeout S] [--list] [--no-fork]\n", argv[0]);
             return 2;
         }
     }
@@ -215,6 +219,19 @@ int main(int argc, char **argv)
         }
         if (t->data.disabled)
             continue;
+        if (no_fork) {
+            /* No timeout, no report: a debugger is in charge. A failed
+             * assertion still exits the process with its message. */
+            fprintf(stderr, "[RUN ] %s::%s (in this process)\n", t->suite, t->name);
+            if (t->data.init)
+                t->data.init();
+            t->fn();
+            if (t->data.fini)
+                t->data.fini();
+            fprintf(stderr, "[PASS] %s::%s\n", t->suite, t->name);
+            ran_in_process++;
+            continue;
+        }
         double timeout = t->data.timeout;
         for (struct suite_opts *s = suites; s && timeout <= 0; s = s->next)
             if (strcmp(s->name, t->suite) == 0)
@@ -270,7 +287,10 @@ int main(int argc, char **argv)
         if (f != stderr)
             fclose(f);
     }
-    if (!list)
+    if (no_fork)
+        fprintf(stderr, "[====] Synthesis: Tested: %zu | Passing: %zu | Failing: 0 (in this process)\n",
+                ran_in_process, ran_in_process);
+    else if (!list)
         fprintf(stderr, "[====] Synthesis: Tested: %zu | Passing: %zu | Failing: %d\n", count, count - (size_t)failed, failed);
     free(results);
     return failed ? 1 : 0;
