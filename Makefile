@@ -4,6 +4,7 @@
 #   make grade STAGE=1               one stage (1, 01 or 01-signal; or 1,2)
 #   make grade TARGET=solutions      any tree shaped like labs/
 #   make grade RESULTS=results.json  also write Gradescope's results.json
+#   make grade HIDDEN=dir            add an instructor's hidden items (dir/rubric, dir/tests)
 #   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
@@ -31,6 +32,7 @@ TIMINGS ?=
 SUBMISSIONS ?=
 GRADEBOOK ?=
 GDB ?=
+HIDDEN ?=
 VG_SCALE ?= 0.05
 
 # The first Python that has pytest: python3 on PATH may be a build without
@@ -42,7 +44,7 @@ PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
 GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="$(TEST)" \
 	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
-	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings)
+	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)")
 
 .PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check handout autograder deps deps-test bench clean
 

@@ -36,10 +36,14 @@ def pytest_addoption(parser):
     g.addoption("--valgrind-scale", default="0.05", help="iteration factor under Valgrind")
     g.addoption("--timings", action="store_true", help="print the time each lane took")
     g.addoption("--quick", action="store_true", help="make check: skip Valgrind, TSan and perf; race items once")
+    g.addoption("--hidden", default="", help="the instructor's hidden rubric items and tests (HIDDEN=dir)")
 
 
 def _make(config):
-    stages = rubric.load_all(GRADER / "rubric")
+    hidden = config.getoption("--hidden") or None
+    if hidden and not pathlib.Path(hidden).is_dir():
+        raise rubric.RubricError(f"HIDDEN={hidden}: no such directory")
+    stages = rubric.load_all(GRADER / "rubric", hidden)
     selected = rubric.select(stages, config.getoption("--stage"))
     target = pathlib.Path(config.getoption("--target"))
     if not target.is_dir():
@@ -52,7 +56,8 @@ def _make(config):
         root=ROOT, target=target, stages=stages, selected=selected,
         build_dir=pathlib.Path(config.getoption("--build-dir")), items=items,
         test=config.getoption("--test") or None, seed=seed, werror=config.getoption("--werror"),
-        valgrind_scale=float(config.getoption("--valgrind-scale")), quick=config.getoption("--quick"))
+        valgrind_scale=float(config.getoption("--valgrind-scale")), quick=config.getoption("--quick"),
+        hidden=hidden)
 
 
 def pytest_configure(config):

@@ -143,9 +143,15 @@ class Builder:
             objs.append(self.compile(self.testing / "standin" / "runner.c", code, [], werror=True).obj)
         return objs
 
-    def test_objects(self, tests_dir, variant, stage_dirs):
+    def test_objects(self, tests_dir, variant, stage_dirs, extra_dirs=()):
+        """The grader's tests for a stage, plus any hidden tests (extra_dirs);
+        the test directories are on the quote path, so hidden tests may use
+        the public tests' shared header."""
         extra = [f"-DLAB_TIMEOUT_SCALE={VG_TIMEOUT_SCALE}"] if variant == "vg" else []
         srcs = sorted(pathlib.Path(tests_dir).glob("*.c"))
+        for d in extra_dirs:
+            srcs += sorted(pathlib.Path(d).glob("*.c"))
+            stage_dirs = [*stage_dirs, pathlib.Path(tests_dir)]
         if not srcs:
             raise BuildError(f"no tests in {tests_dir}", "", kind="grader")
         return [self.compile(s, variant, stage_dirs, werror=True, extra=extra).obj for s in srcs]

@@ -68,7 +68,7 @@ class Memo:
 
 class Grader:
     def __init__(self, root, target, stages, selected, build_dir, items=None, test=None, seed=None,
-                 werror=False, valgrind_scale=0.05, slots=2, reference=None, quick=False):
+                 werror=False, valgrind_scale=0.05, slots=2, reference=None, quick=False, hidden=None):
         self.root = pathlib.Path(root)
         self.target = pathlib.Path(target).resolve()
         self.stages = {s.name: s for s in stages}
@@ -80,6 +80,7 @@ class Grader:
         self.seed = seed
         self.werror = werror
         self.quick = quick   # make check: no Valgrind, TSan or perf lane; race items run once
+        self.hidden = pathlib.Path(hidden) if hidden else None  # the instructor's hidden tests
         self.valgrind_scale = valgrind_scale
         self.reference = pathlib.Path(reference) if reference else self.root / "solutions"
         self.nonce = secrets.token_hex(8)
@@ -206,11 +207,12 @@ class Grader:
             if c.warnings.strip():
                 result.warnings.append(records.short_path(c.warnings.strip()))
         tests_dir = self.root / "grader" / "tests" / stage.name
+        hidden = [self.hidden / "tests" / stage.name] if self.hidden and (self.hidden / "tests" / stage.name).is_dir() else []
         dirs = self.include_dirs(stage, self.target)
         try:
             for variant in build.VARIANTS:
                 code = build.CODE_VARIANT[variant]
-                objs = (self.builder.test_objects(tests_dir, variant, dirs) + [c.obj for c in mine[code]] +
+                objs = (self.builder.test_objects(tests_dir, variant, dirs, hidden) + [c.obj for c in mine[code]] +
                         dep_objs[code] + self.builder.common_objects(variant))
                 out = self.work / stage.name / f"tests-{variant}"
                 result.binaries[variant] = self.builder.link(objs, out, variant)

@@ -137,7 +137,8 @@ def gradescope(grader, results, seconds):
             "max_score": r.item.points,
             "status": "passed" if r.status == "passed" else "failed",
             "output": output,
-            "visibility": "visible",
+            # hidden tests: students see them once the instructor publishes the grades
+            "visibility": "after_published" if r.item.hidden else "visible",
         })
     return {
         "score": sum(r.points for r in results),

@@ -25,6 +25,7 @@ class Item:
     section: str
     runs: int = 1
     hang: str = ""
+    hidden: bool = False   # from the instructor's HIDDEN dir: not in the handout
 
     @property
     def key(self):
@@ -92,8 +93,36 @@ def load_stage(path):
                  uses=list(data.get("uses", [])), items=items, path=path)
 
 
-def load_all(rubric_dir):
+def load_hidden(stages, hidden_dir):
+    """Adds the items of an instructor's hidden rubric files
+    (HIDDEN/rubric/NN-name.toml: `[[item]]` tables only, for stages that
+    exist) to those stages."""
+    by_name = {s.name: s for s in stages}
+    for path in sorted((pathlib.Path(hidden_dir) / "rubric").glob("*.toml")):
+        if path.stem not in by_name:
+            raise RubricError(f"{path}: hidden items for a stage that does not exist ({path.stem})")
+        stage = by_name[path.stem]
+        data = tomllib.loads(path.read_text())
+        ids = {i.id for i in stage.items}
+        for raw in data.get("item", []):
+            for key in ("id", "points", "lane", "tests", "clause", "section"):
+                if key not in raw:
+                    raise RubricError(f"{path}: an item lacks '{key}': {raw}")
+            if raw["id"] in ids:
+                raise RubricError(f"{path}: hidden item id '{raw['id']}' is already used in {stage.name}")
+            if raw["lane"] not in LANES:
+                raise RubricError(f"{path}: item '{raw['id']}': lane must be one of {', '.join(LANES)}")
+            ids.add(raw["id"])
+            stage.items.append(Item(stage=stage.name, id=raw["id"], points=raw["points"], lane=raw["lane"],
+                                    tests=list(raw["tests"]), clause=raw["clause"], section=raw["section"],
+                                    runs=int(raw.get("runs", 1)), hang=raw.get("hang", ""), hidden=True))
+    return stages
+
+
+def load_all(rubric_dir, hidden_dir=None):
     stages = [load_stage(p) for p in sorted(pathlib.Path(rubric_dir).glob("*.toml"))]
+    if hidden_dir:
+        load_hidden(stages, hidden_dir)
     names = {s.name for s in stages}
     for s in stages:
         for u in s.uses:
