@@ -58,7 +58,7 @@ check: deps
 
 grade-class: deps
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n]"; exit 2; }
-	@$(PY) grader/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)"
+	@$(PY) grader/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)"
 
 watch: deps
 	@test -n "$(STAGE)" || { echo "usage: make watch STAGE=n"; exit 2; }

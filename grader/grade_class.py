@@ -28,12 +28,14 @@ sys.path.insert(0, str(ROOT / "grader"))
 from lab_grader import rubric  # noqa: E402
 
 
-def grade_one(student, reports, stage):
+def grade_one(student, reports, stage, hidden):
     out_json = reports / f"{student.name}.json"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "-rN",
            str(ROOT / "grader" / "grade"), f"--target={student}", f"--results={out_json}"]
     if stage:
         cmd.append(f"--stage={stage}")
+    if hidden:
+        cmd.append(f"--hidden={hidden}")
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, NO_COLOR="1"))
     (reports / f"{student.name}.txt").write_text(proc.stdout + proc.stderr)
@@ -47,6 +49,7 @@ def main():
     ap.add_argument("--out", type=pathlib.Path, default=None, help="default: SUBMISSIONS/../gradebook.csv")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--stage", default="")
+    ap.add_argument("--hidden", default="", help="the instructor's hidden items and tests")
     args = ap.parse_args()
     subs = args.submissions.resolve()
     if not subs.is_dir():
@@ -64,7 +67,7 @@ def main():
     start = time.monotonic()
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(grade_one, s, reports, args.stage) for s in students]
+        futures = [pool.submit(grade_one, s, reports, args.stage, args.hidden) for s in students]
         for f in concurrent.futures.as_completed(futures):
             name, data, rc, secs = f.result()
             results[name] = data
