@@ -308,10 +308,15 @@ static void *cross_registrar(void *arg)
 {
     struct cross *c = arg;
     lab_sleep_ms(50); /* let the owner park forever first */
+    c->sl = sleep_for(c->td, 30 * MS_NS);
     struct waker wk = notify_waker_get(c->nw);
     struct context cx = context_from_waker(&wk);
     enum poll p = sleep_poll(&c->sl, &cx);
     waker_drop(&wk);
+    if (p == POLL_READY) { /* the test fails on this; do not leave the owner parked forever */
+        atomic_store_explicit(&c->parked_out, true, memory_order_release); /* pairs with the owner's load */
+        driver_unpark(time_driver_driver(c->td));
+    }
     return (void *)(uintptr_t)p;
 }
 
@@ -325,13 +330,15 @@ LAB_TEST(timer_threads, cross_thread_insert_unparks, 10)
     cr_assert_not_null(td, "time_driver_new returned NULL");
     struct driver d = time_driver_driver(td);
     struct cross c = { .td = td, .nw = notify_waker_new() };
-    c.sl = sleep_until(td, time_driver_now(td) + 80 * MS_NS); /* 30 ms after the registration */
+    atomic_init(&c.parked_out, false);
     pthread_t th;
     pthread_create(&th, NULL, cross_registrar, &c);
     bool fired = false;
     for (int i = 0; i < 50 && !fired; i++) {
         driver_park(d, DRIVER_PARK_FOREVER);
         fired = notify_waker_wait(c.nw, 0);
+        if (atomic_load_explicit(&c.parked_out, memory_order_acquire))
+            break; /* the registrar found its sleep Ready at once (asserted below) */
     }
     uint64_t end = time_driver_now(td);
     void *r;
@@ -426,4 +433,68 @@ LAB_TEST(time_driver, repeated_sleeps, 5)
               (unsigned long long)(now - ORIGIN_NS));
     cr_assert_eq(time_driver_test_timers(s.td), 0, "timers left after the ticker finished");
     vstack_free(&s);
+}
+
+/* ---- registrations and drops from many threads while the owner fires ----------- */
+
+struct churn_shared {
+    struct time_driver *td;
+    atomic_bool stop;
+    atomic_uint done;
+};
+
+static void *churn_owner(void *arg)
+{
+    struct churn_shared *c = arg;
+    struct driver d = time_driver_driver(c->td);
+    while (!atomic_load_explicit(&c->stop, memory_order_acquire)) /* pairs with the store in the test */
+        driver_park(d, (int64_t)(2 * MS_NS));
+    return NULL;
+}
+
+static void *churn_worker(void *arg)
+{
+    struct churn_shared *c = arg;
+    uint64_t rng = lab_seed() ^ (uint64_t)(uintptr_t)&rng;
+    struct notify_waker *nw = notify_waker_new();
+    unsigned n = lab_scale(150, 20);
+    for (unsigned i = 0; i < n; i++) {
+        struct sleep sl = sleep_for(c->td, lab_rand(&rng) % (2 * MS_NS));
+        struct waker wk = notify_waker_get(nw);
+        struct context cx = context_from_waker(&wk);
+        bool wait = lab_rand(&rng) % 2;
+        /* half of them are polled until Ready (re-polled while the owner may
+         * be firing them), half dropped while pending */
+        while (sleep_poll(&sl, &cx) == POLL_PENDING && wait)
+            notify_waker_wait(nw, 1);
+        sleep_drop(&sl);
+        waker_drop(&wk);
+    }
+    notify_waker_release(nw);
+    atomic_fetch_add_explicit(&c->done, 1, memory_order_release); /* pairs with the test's acquire load */
+    return NULL;
+}
+
+LAB_TEST(timer_threads, concurrent_register_and_drop, 20)
+{
+    struct parker *p = parker_new();
+    cr_assert_not_null(p, "parker_new failed");
+    struct churn_shared c = { .td = time_driver_new(parker_driver(p)) };
+    cr_assert_not_null(c.td, "time_driver_new returned NULL");
+    atomic_init(&c.stop, false);
+    atomic_init(&c.done, 0);
+    pthread_t owner, workers[3];
+    pthread_create(&owner, NULL, churn_owner, &c);
+    for (int i = 0; i < 3; i++)
+        pthread_create(&workers[i], NULL, churn_worker, &c);
+    for (int i = 0; i < 3; i++)
+        pthread_join(workers[i], NULL);
+    atomic_store_explicit(&c.stop, true, memory_order_release); /* pairs with the owner's acquire load */
+    driver_unpark(time_driver_driver(c.td));
+    pthread_join(owner, NULL);
+    cr_assert_eq(atomic_load_explicit(&c.done, memory_order_acquire), 3, "a worker did not finish");
+    cr_assert_eq(time_driver_test_timers(c.td), 0, "%zu timers left in the wheel after every sleep was dropped",
+                 time_driver_test_timers(c.td));
+    time_driver_free(c.td);
+    parker_release(p);
 }
