@@ -9,6 +9,8 @@
 # offline against that directory (bench/tokio/.cargo/config.toml). Nothing is
 # downloaded from crates.io. cargo and rustc are taken from the machine when
 # they are there (any recent toolchain), else from the distribution's cargo.
+# The timer benchmark builds Tokio's "time" feature from the same directory
+# (bench/tokio-time) and links libuv from libuv1-dev.
 set -u
 need=""
 command -v gcc >/dev/null 2>&1 || need="$need gcc"
@@ -16,6 +18,8 @@ command -v make >/dev/null 2>&1 || need="$need make"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 command -v cargo >/dev/null 2>&1 || need="$need cargo"
 ls -d /usr/share/cargo/registry/tokio-1.* >/dev/null 2>&1 || need="$need librust-tokio-dev"
+# the timer benchmark's libuv side (libuv's timers: uv_timer_start/stop)
+[ -e /usr/include/uv.h ] || need="$need libuv1-dev"
 [ -z "$need" ] && exit 0
 
 echo "missing:$need" >&2
