@@ -498,3 +498,60 @@ LAB_TEST(timer_threads, concurrent_register_and_drop, 20)
     time_driver_free(c.td);
     parker_release(p);
 }
+
+/* ---- cancellation by drop, seen before anyone drops the combinator ------------- */
+
+/* Polls f by hand with a counting waker, parking the time driver between
+ * polls, until Ready. */
+static void poll_to_ready(struct vstack *s, struct future f, void *out, struct counting_waker *cw)
+{
+    struct waker wk = counting_waker_get(cw);
+    struct context cx = context_from_waker(&wk);
+    struct driver d = time_driver_driver(s->td);
+    for (int i = 0; i < 20; i++) {
+        if (future_poll(f, &cx, out) == POLL_READY)
+            return;
+        unsigned woken = counting_waker_woken(cw);
+        for (int k = 0; k < 10 && counting_waker_woken(cw) == woken; k++)
+            driver_park(d, DRIVER_PARK_FOREVER);
+    }
+    cr_assert_fail("a combinator of sleeps was not Ready after 20 polls");
+}
+
+LAB_TEST(combinators, loser_dropped_when_ready, 5)
+{
+    struct vstack s;
+    vstack_new(&s);
+    struct counting_waker *cw = counting_waker_new("task");
+    struct sleep a = sleep_for(s.td, 10 * MS_NS), b = sleep_for(s.td, 30 * MS_NS);
+    struct select2 sel = select2_new(sleep_future(&a), NULL, sleep_future(&b), NULL);
+    int winner = -1;
+    poll_to_ready(&s, select2_future(&sel), &winner, cw);
+    cr_assert_eq(winner, 0, "select of a 10 ms and a 30 ms sleep: winner %d, expected 0", winner);
+    cr_assert_eq(time_driver_test_timers(s.td), 0, "select returned Ready with the losing sleep's timer still in "
+                 "the wheel: the loser must be dropped at once, not when select is dropped");
+    future_drop(select2_future(&sel));
+
+    struct sleep inner = sleep_for(s.td, 10 * MS_NS);
+    struct timeout to = timeout_new(sleep_future(&inner), NULL, s.td, HOUR_NS);
+    enum timeout_result res = TIMEOUT_ELAPSED;
+    poll_to_ready(&s, timeout_future(&to), &res, cw);
+    cr_assert_eq(res, TIMEOUT_OK, "a 10 ms sleep under a 1 h timeout: ELAPSED");
+    cr_assert_eq(time_driver_test_timers(s.td), 0, "timeout returned Ready with its deadline's timer still in the "
+                 "wheel: the losing sleep must be dropped (cancelled) at once");
+    future_drop(timeout_future(&to));
+
+    unsigned drops = 0;
+    struct countdown c = { .left = -1, .drops = &drops };
+    to = timeout_new(countdown_future(&c), NULL, s.td, 50 * MS_NS);
+    poll_to_ready(&s, timeout_future(&to), &res, cw);
+    cr_assert_eq(res, TIMEOUT_ELAPSED, "a never-ready future under a 50 ms timeout: OK");
+    cr_assert_eq(drops, 1, "timeout returned ELAPSED but dropped the timed-out future %u times; it must drop it "
+                 "at once (cancellation by drop)", drops);
+    future_drop(timeout_future(&to));
+    cr_assert_eq(drops, 1, "the timed-out future was dropped again when the timeout was dropped");
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "waker references leaked: %ld live, expected 1",
+                 counting_waker_counts(cw).live);
+    counting_waker_free(cw);
+    vstack_free(&s);
+}
