@@ -70,9 +70,14 @@ TIMER_IMPLS = [
 ]
 
 TIMER_ROWS = [
-    # key, label
-    ("bulk", "bulk: {timer_n:,} timers, random deadlines; insert all, cancel all in random order"),
-    ("fire", "fire: {fire_n:,} timers over {span} ms"),
+    # key, workload, label, extra environment; the targets are judged on bulk and fire
+    ("bulk", "bulk", "bulk: {timer_n:,} timers, random deadlines; insert all, cancel all in random order", {}),
+    # A diagnostic row: the same, with the k-th insert going to a random element
+    # of the timer array, so that neighbours in a list or heap are not
+    # neighbours in memory (every insert touches a cold line, as with timers
+    # embedded in separately allocated objects).
+    ("bulk-scatter", "bulk", "bulk, timers scattered in memory (diagnostic)", {"BENCH_BULK_SCATTER": "1"}),
+    ("fire", "fire", "fire: {fire_n:,} timers over {span} ms", {}),
 ]
 
 # The targets for the reference wheel
@@ -181,7 +186,7 @@ def main():
     ap.add_argument("--spawn-n", type=int, default=10000)
     ap.add_argument("--pin", type=int, default=None, help="run every process on this CPU")
     ap.add_argument("--only", default="", help="comma list of runtimes (ref,tokio,naive,uv)")
-    ap.add_argument("--rows", default="", help="comma list of rows (yield,spawn,spawn-keep,bulk,fire)")
+    ap.add_argument("--rows", default="", help="comma list of rows (yield,spawn,spawn-keep,bulk,bulk-scatter,fire)")
     ap.add_argument("--timer-runs", type=int, default=5, help="timed runs per timer implementation and row (5)")
     ap.add_argument("--timer-n", type=int, default=1000000, help="timers in the bulk row")
     ap.add_argument("--fire-n", type=int, default=100000, help="timers in the fire row")
@@ -285,17 +290,18 @@ def run_timers(args, env, tpresent, tmissing, info):
     sys.stdout.flush()
     want = set(filter(None, args.rows.split(",")))
     out = {}
-    for key, label in TIMER_ROWS:
+    for key, workload, label, extra in TIMER_ROWS:
         if want and key not in want:
             continue
+        renv = dict(env, **extra)
         runs = {r[0]: [] for r in tpresent}
         for i in range(args.timer_runs):
             k = i % len(tpresent)
             for r in tpresent[k:] + tpresent[:k]:
-                runs[r[0]].append(run_timer(r[1], key, env, args.pin))
+                runs[r[0]].append(run_timer(r[1], workload, renv, args.pin))
         med = {}
         for n, rs in runs.items():
-            if key == "bulk":
+            if workload == "bulk":
                 med[n] = {
                     "insert_ns_op": statistics.median(x["insert_ns"] / x["n"] for x in rs),
                     "cancel_ns_op": statistics.median(x["cancel_ns"] / x["n"] for x in rs),
@@ -332,12 +338,13 @@ def print_timer_table(results, tpresent):
         for line in lines:
             print("| " + " | ".join(str(x).ljust(w) for x, w in zip(line, widths)) + " |")
 
-    if "bulk" in rows:
-        sm = rows["bulk"]["summary"]
+    bulk_rows = [k for k in ("bulk", "bulk-scatter") if k in rows]
+    if bulk_rows:
         table(["row", "implementation", "insert ns/op median (min)", "cancel ns/op median (min)"],
-              [[rows["bulk"]["label"] if n == names[0] else "", labels[n],
-                f"{sm[n]['insert_ns_op']:.1f} ({sm[n]['insert_min_ns_op']:.1f})",
-                f"{sm[n]['cancel_ns_op']:.1f} ({sm[n]['cancel_min_ns_op']:.1f})"] for n in names])
+              [[rows[b]["label"] if n == names[0] else "", labels[n],
+                f"{rows[b]['summary'][n]['insert_ns_op']:.1f} ({rows[b]['summary'][n]['insert_min_ns_op']:.1f})",
+                f"{rows[b]['summary'][n]['cancel_ns_op']:.1f} ({rows[b]['summary'][n]['cancel_min_ns_op']:.1f})"]
+               for b in bulk_rows for n in names])
     if "fire" in rows:
         sm = rows["fire"]["summary"]
         table(["row", "implementation", "late p50 ms", "late p99 ms (worst run)", "late max ms",
@@ -351,8 +358,8 @@ def print_timer_table(results, tpresent):
 
     print("\ntimer ratios (libuv or Tokio over the reference: above 1 means the reference is faster)")
     verdict = []
-    if "bulk" in rows:
-        sm = rows["bulk"]["summary"]
+    for b in bulk_rows:
+        sm = rows[b]["summary"]
         for op in ("insert", "cancel"):
             parts = []
             for o in ("uv", "tokio"):
@@ -360,7 +367,9 @@ def print_timer_table(results, tpresent):
                     parts.append(f"{o}/ref {sm[o][op + '_ns_op'] / sm['ref'][op + '_ns_op']:.2f}")
             if "uv" in sm and "tokio" in sm:
                 parts.append(f"tokio/uv {sm['tokio'][op + '_ns_op'] / sm['uv'][op + '_ns_op']:.2f}")
-            print(f"  bulk {op:6} " + "   ".join(parts))
+            print(f"  {b + ' ' + op:19} " + "   ".join(parts))
+    if "bulk" in rows:
+        sm = rows["bulk"]["summary"]
         if "ref" in sm and "uv" in sm:
             q = sm["ref"]["insert_ns_op"] / sm["uv"]["insert_ns_op"]
             verdict.append((f"bulk insert within {TIMER_INSERT_MAX}x of libuv's", f"ref/uv {q:.2f}",
@@ -379,7 +388,7 @@ def print_timer_table(results, tpresent):
                 parts.append(f"p99 {o}/ref {sm[o]['p99_ns'] / sm['ref']['p99_ns']:.2f}, "
                              f"CPU {o}/ref {sm[o]['cpu_ns'] / sm['ref']['cpu_ns']:.2f}")
         if parts:
-            print("  fire        " + "   ".join(parts))
+            print(f"  {'fire':19} " + "   ".join(parts))
         if "ref" in sm and "uv" in sm:
             verdict.append(("lateness p99 no worse than libuv's",
                             f"{sm['ref']['p99_ns'] / 1e6:.3f} ms vs {sm['uv']['p99_ns'] / 1e6:.3f} ms",

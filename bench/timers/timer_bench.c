@@ -4,6 +4,7 @@
  *       sets up BENCH_TIMER_N (1,000,000) timers, runs `warmup` (1) untimed
  *       insert-all/cancel-all rounds, then one timed round; prints
  *       `insert_ns <total>`, `cancel_ns <total>` and `n <n>`.
+ *       BENCH_BULK_SCATTER=1 scatters the inserts over the array.
  *   timer_<impl> fire
  *       BENCH_FIRE_N (100,000) timers, deadlines uniform over
  *       BENCH_FIRE_SPAN_MS (1000) ms starting BENCH_FIRE_LEAD_MS (200) ms after
@@ -83,13 +84,31 @@ static int bulk(int warmup)
         order[i - 1] = order[j];
         order[j] = t;
     }
+    /* BENCH_BULK_SCATTER=1: the k-th insert goes to a random element of the
+     * array (a second shuffle, seed 4), so that a slot's list neighbours are
+     * not array neighbours; the cancel order is mapped the same way. */
+    uint32_t *place = NULL;
+    if (env_size("BENCH_BULK_SCATTER", 0)) {
+        place = xmalloc(n * sizeof *place);
+        for (size_t i = 0; i < n; i++)
+            place[i] = (uint32_t)i;
+        s = 4;
+        for (size_t i = n; i > 1; i--) {
+            size_t j = (size_t)(splitmix64(&s) % i);
+            uint32_t t = place[i - 1];
+            place[i - 1] = place[j];
+            place[j] = t;
+        }
+        for (size_t k = 0; k < n; k++)
+            order[k] = place[order[k]];
+    }
     tb_bulk_setup(n);
     for (int w = 0; w < warmup; w++) {
-        tb_bulk_insert(dl, n);
+        tb_bulk_insert(dl, place, n);
         tb_bulk_cancel(order, n);
     }
     uint64_t t0 = tb_now_ns();
-    tb_bulk_insert(dl, n);
+    tb_bulk_insert(dl, place, n);
     uint64_t t1 = tb_now_ns();
     tb_bulk_cancel(order, n);
     uint64_t t2 = tb_now_ns();

@@ -23,9 +23,11 @@ const char *tb_name(void);
 
 /* bulk: make n timers (untimed; called once per process) */
 void tb_bulk_setup(size_t n);
-/* start timer i with a deadline deadline_ms[i] milliseconds after the
- * implementation's current time, for every i < n */
-void tb_bulk_insert(const uint32_t *deadline_ms, size_t n);
+/* for k = 0, 1, ..., n-1: start timer place[k] (timer k when place is NULL)
+ * with a deadline deadline_ms[k] milliseconds after the implementation's
+ * current time. place is a permutation that scatters the inserts over the
+ * array (BENCH_BULK_SCATTER=1); NULL by default: inserts in array order. */
+void tb_bulk_insert(const uint32_t *deadline_ms, const uint32_t *place, size_t n);
 /* stop timer order[k] for k = 0, 1, ..., n-1 (a permutation of 0..n-1) */
 void tb_bulk_cancel(const uint32_t *order, size_t n);
 

@@ -61,10 +61,14 @@ void tb_bulk_setup(size_t n)
         timer_entry_init(&entries[i], never, NULL);
 }
 
-void tb_bulk_insert(const uint32_t *deadline_ms, size_t n)
+void tb_bulk_insert(const uint32_t *deadline_ms, const uint32_t *place, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        timer_wheel_insert(wheel, &entries[i], origin + (uint64_t)deadline_ms[i] * 1000000u);
+    if (place)
+        for (size_t k = 0; k < n; k++)
+            timer_wheel_insert(wheel, &entries[place[k]], origin + (uint64_t)deadline_ms[k] * 1000000u);
+    else
+        for (size_t i = 0; i < n; i++)
+            timer_wheel_insert(wheel, &entries[i], origin + (uint64_t)deadline_ms[i] * 1000000u);
 }
 
 void tb_bulk_cancel(const uint32_t *order, size_t n)

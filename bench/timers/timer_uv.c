@@ -56,10 +56,14 @@ void tb_bulk_setup(size_t n)
         uv_timer_init(&loop, &timers[i]);
 }
 
-void tb_bulk_insert(const uint32_t *deadline_ms, size_t n)
+void tb_bulk_insert(const uint32_t *deadline_ms, const uint32_t *place, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        uv_timer_start(&timers[i], never, deadline_ms[i], 0);
+    if (place)
+        for (size_t k = 0; k < n; k++)
+            uv_timer_start(&timers[place[k]], never, deadline_ms[k], 0);
+    else
+        for (size_t i = 0; i < n; i++)
+            uv_timer_start(&timers[i], never, deadline_ms[i], 0);
 }
 
 void tb_bulk_cancel(const uint32_t *order, size_t n)

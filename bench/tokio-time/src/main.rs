@@ -67,6 +67,22 @@ fn bulk(warmup: u64) {
         let j = (splitmix64(&mut s) % i as u64) as usize;
         order.swap(i - 1, j);
     }
+    // BENCH_BULK_SCATTER=1: the k-th Sleep goes to a random element of the
+    // array (seed 4), as in the C binaries; the cancel order is mapped too.
+    let place: Option<Vec<u32>> = if env("BENCH_BULK_SCATTER", 0) != 0 {
+        let mut p: Vec<u32> = (0..n as u32).collect();
+        s = 4;
+        for i in (2..=n).rev() {
+            let j = (splitmix64(&mut s) % i as u64) as usize;
+            p.swap(i - 1, j);
+        }
+        for o in order.iter_mut() {
+            *o = p[*o as usize];
+        }
+        Some(p)
+    } else {
+        None
+    };
     let rt = runtime();
     // One array of Sleeps, never moved or reallocated: pinned in place.
     let mut v: Vec<MaybeUninit<Sleep>> = Vec::with_capacity(n);
@@ -75,13 +91,15 @@ fn bulk(warmup: u64) {
     rt.block_on(tokio::task::unconstrained(async {
         for _ in 0..=warmup {
             let base = Instant::now();
-            for i in 0..n {
-                v[i].write(sleep_until((base + Duration::from_millis(dl[i])).into()));
+            for k in 0..n {
+                let at = place.as_ref().map_or(k, |p| p[k] as usize);
+                v[at].write(sleep_until((base + Duration::from_millis(dl[k])).into()));
             }
             let t0 = Instant::now();
             poll_fn(|cx| {
-                for slot in v.iter_mut() {
-                    let sl = unsafe { Pin::new_unchecked(slot.assume_init_mut()) };
+                for k in 0..n {
+                    let at = place.as_ref().map_or(k, |p| p[k] as usize);
+                    let sl = unsafe { Pin::new_unchecked(v[at].assume_init_mut()) };
                     if sl.poll(cx).is_ready() {
                         panic!("a bulk timer fired");
                     }
