@@ -1,10 +1,15 @@
 /* virtual_clock.c - see virtual_clock.h. One mutex guards everything. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "virtual_clock.h"
+
+#define VC_STALL_S 2
 
 struct virtual_clock {
     pthread_mutex_t lock; /* protects every field below */
@@ -27,8 +32,22 @@ static bool vc_park(void *self, int64_t timeout_ns)
     } else if (timeout_ns >= 0) {
         vc->now += (uint64_t)timeout_ns; /* time passes, instantly */
     } else {
-        while (!vc->token)
-            pthread_cond_wait(&vc->cond, &vc->lock);
+        /* Forever, in virtual time, means "until another thread unparks".
+         * A test in virtual time has no such thread for long: after
+         * VC_STALL_S seconds of real time with no unpark, nothing will ever
+         * come, and the test ends here with a message instead of a hang. */
+        struct timespec limit;
+        clock_gettime(CLOCK_MONOTONIC, &limit);
+        limit.tv_sec += VC_STALL_S;
+        while (!vc->token) {
+            if (pthread_cond_timedwait(&vc->cond, &vc->lock, &limit) == ETIMEDOUT && !vc->token) {
+                fprintf(stderr, "virtual clock: parked forever at +%llu ns virtual with nothing left to "
+                                "wake it: a timer that should be pending is not in the wheel, or the "
+                                "park timeout ignores the next expiration\n",
+                        (unsigned long long)vc->now);
+                abort();
+            }
+        }
         got = true;
     }
     vc->token = false;
@@ -55,7 +74,11 @@ struct virtual_clock *virtual_clock_new(uint64_t start_ns)
     if (!vc)
         return NULL;
     pthread_mutex_init(&vc->lock, NULL);
-    pthread_cond_init(&vc->cond, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&vc->cond, &attr);
+    pthread_condattr_destroy(&attr);
     vc->now = start_ns;
     vc->token = false;
     vc->parks = 0;
