@@ -383,8 +383,9 @@ LAB_TEST(timer_threads, real_sleep_costs_no_cpu, 10)
     uint64_t late, cpu;
     real_sleep_200(&late, &cpu);
     lab_note("200 ms sleep: %.3f ms CPU, %.3f ms late", cpu / 1e6, late / 1e6);
-    cr_assert_lt(cpu, 20 * MS_NS, "waiting 200 ms on a sleep cost %.1f ms of CPU: the thread must park until the "
-                 "deadline, not spin", cpu / 1e6);
+    /* the bound stretches with the Valgrind lane, where that lane checks memory only */
+    cr_assert_lt(cpu, 20 * MS_NS * LAB_TIMEOUT_SCALE, "waiting 200 ms on a sleep cost %.1f ms of CPU: the thread "
+                 "must park until the deadline, not spin", cpu / 1e6);
 }
 
 /* ---- a callback re-arming during firing, through the driver --------------------- */
