@@ -333,7 +333,7 @@ class Grader:
             env = self._env()
             env["LAB_SCALE"] = str(self.valgrind_scale)
             inv = run.Invocation(b.binaries["vg"], tests, d, env=env, wrapper=wrapper, jobs=2, make_dirs=[logs],
-                                 data_limit=0)
+                                 data_limit=0, timeout=900)
             result = self._invoke(inv)
             outs = self._judge_all(tests, result, b.binaries["vg"], self.hang_hints(stage))
             self._attach_reports(outs, result, run.valgrind_by_pid(logs), ("pass", "fail"), "memory",

@@ -11,6 +11,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -153,7 +154,7 @@ class Invocation:
     jobs: int = 2
     env: dict = dataclasses.field(default_factory=dict)
     wrapper: list = dataclasses.field(default_factory=list)   # e.g. valgrind ...
-    timeout: float = 900
+    timeout: float = 300  # the whole run: a backstop behind each test's own timeout
     make_dirs: list = dataclasses.field(default_factory=list)  # created empty before the run
     data_limit: int = DATA_LIMIT  # 0: none (sanitizer and Valgrind lanes)
 
@@ -169,11 +170,21 @@ class Invocation:
         env["LAB_RUN_DIR"] = str(self.run_dir / "rec")
         cmd = [*self.wrapper, str(self.binary), f"-j{self.jobs}", f"--xml={xml}", "--filter", filter_for(self.tests)]
         with open(self.run_dir / "output.txt", "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                    preexec_fn=lambda: apply_limits(self.data_limit))
             try:
-                subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=self.timeout,
-                               start_new_session=True, preexec_fn=lambda: apply_limits(self.data_limit))
+                proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
-                pass
+                # the runner itself is stuck (Criterion has been seen to miss
+                # a hung worker): everything in its session goes
+                out.write(f"\n[grader] the test runner did not finish within {self.timeout:.0f} s; killed\n".encode())
+            finally:
+                # the runner's session: any worker or process a test left behind
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
         return parse_xml(xml), records.read_dir(self.run_dir / "rec"), _tail(self.run_dir / "output.txt")
 
 
