@@ -69,4 +69,7 @@ def test_check_is_the_quick_pass(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "the valgrind lane is left to `make grade`" in proc.stdout
     assert "passed 1 of 1 runs" not in proc.stdout  # passed items show their clause, but none ran Valgrind
-    assert seconds < 30, f"make check STAGE=1 took {seconds:.1f} s"
+    # a few seconds on a quiet machine; make test runs it beside other load
+    # (the flake check keeps every core busy), so the bound only catches a
+    # quick pass that is not quick at all
+    assert seconds < 150, f"make check STAGE=1 took {seconds:.1f} s"
