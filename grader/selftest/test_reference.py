@@ -23,7 +23,9 @@ def test_skeleton_scores_zero_and_says_not_started(tmp_path):
     others = [t["number"] for t in g.results["tests"] if "not started" not in t["output"]]
     assert not others, f"these items fail on the skeleton for another reason than 'not started': {others}\n{g.output[-4000:]}"
     assert not_started
-    assert g.seconds < 60, f"grading the skeleton took {g.seconds:.0f} s; it must finish well under a minute"
+    # about 12 s on a quiet machine; make test runs it beside other load (the
+    # flake check keeps every core busy), so the bound here is looser
+    assert g.seconds < 120, f"grading the skeleton took {g.seconds:.0f} s; it must finish in about a minute"
     print(f"grade of the untouched labs/: {g.seconds:.1f} s")
 
 
