@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "futures.h"
+#include "harness.h"
 
 static void fail(const char *what)
 {
@@ -51,20 +52,10 @@ static void thread_sleep_start(struct thread_sleep *s)
     if (!sh)
         fail("calloc");
     pthread_mutex_init(&sh->lock, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&sh->cancel, &a);
-    pthread_condattr_destroy(&a);
+    lab_monotonic_cond_init(&sh->cancel);
     sh->waker = WAKER_NONE;
 
-    clock_gettime(CLOCK_MONOTONIC, &sh->deadline);
-    sh->deadline.tv_sec += s->ms / 1000;
-    sh->deadline.tv_nsec += (long)(s->ms % 1000) * 1000000L;
-    if (sh->deadline.tv_nsec >= 1000000000L) {
-        sh->deadline.tv_sec++;
-        sh->deadline.tv_nsec -= 1000000000L;
-    }
+    lab_deadline_after_ms(&sh->deadline, s->ms);
     if (pthread_create(&sh->helper, NULL, thread_sleep_helper, sh) != 0)
         fail("pthread_create");
     pthread_setname_np(sh->helper, "thread-sleep");

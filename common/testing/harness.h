@@ -16,6 +16,7 @@
 #ifndef LAB_HARNESS_H
 #define LAB_HARNESS_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 void lab_test_begin(const char *suite, const char *name, double timeout_s);
@@ -37,5 +38,12 @@ void lab_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Milliseconds of wall-clock sleep (for tests that give another thread time). */
 void lab_sleep_ms(unsigned ms);
+
+/* For test support that waits on condition variables: a condition variable
+ * timed on CLOCK_MONOTONIC, and the absolute CLOCK_MONOTONIC deadline
+ * `ms` milliseconds from now. */
+struct timespec;
+void lab_monotonic_cond_init(pthread_cond_t *c);
+void lab_deadline_after_ms(struct timespec *ts, unsigned ms);
 
 #endif

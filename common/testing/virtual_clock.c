@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "harness.h"
 #include "virtual_clock.h"
 
 #define VC_STALL_S 2
@@ -74,11 +75,7 @@ struct virtual_clock *virtual_clock_new(uint64_t start_ns)
     if (!vc)
         return NULL;
     pthread_mutex_init(&vc->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&vc->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    lab_monotonic_cond_init(&vc->cond);
     vc->now = start_ns;
     vc->token = false;
     vc->parks = 0;

@@ -6,28 +6,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "harness.h"
 #include "wakers.h"
 #include "../wake_obj.h"
-
-static void abs_deadline(struct timespec *ts, unsigned timeout_ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += timeout_ms / 1000;
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-static void monotonic_cond_init(pthread_cond_t *c)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
-}
 
 /* ---- counting waker ------------------------------------------------------- */
 
@@ -86,7 +67,7 @@ struct counting_waker *counting_waker_new(const char *label)
         abort();
     cw->label = label;
     pthread_mutex_init(&cw->lock, NULL);
-    monotonic_cond_init(&cw->woken);
+    lab_monotonic_cond_init(&cw->woken);
     cw->counts.live = 1; /* the test's own reference */
     return cw;
 }
@@ -121,7 +102,7 @@ unsigned counting_waker_woken(struct counting_waker *cw)
 bool counting_waker_wait_woken(struct counting_waker *cw, unsigned n, unsigned timeout_ms)
 {
     struct timespec deadline;
-    abs_deadline(&deadline, timeout_ms);
+    lab_deadline_after_ms(&deadline, timeout_ms);
     pthread_mutex_lock(&cw->lock);
     int rc = 0;
     while (cw->counts.wakes + cw->counts.wake_by_refs < n && rc != ETIMEDOUT)
@@ -175,7 +156,7 @@ struct notify_waker *notify_waker_new(void)
         abort();
     wake_obj_init(&nw->obj, &notify_ops); /* the creator's reference */
     pthread_mutex_init(&nw->lock, NULL);
-    monotonic_cond_init(&nw->cond);
+    lab_monotonic_cond_init(&nw->cond);
     return nw;
 }
 
@@ -184,7 +165,7 @@ struct waker notify_waker_get(struct notify_waker *nw) { return wake_obj_waker(&
 bool notify_waker_wait(struct notify_waker *nw, unsigned timeout_ms)
 {
     struct timespec deadline;
-    abs_deadline(&deadline, timeout_ms);
+    lab_deadline_after_ms(&deadline, timeout_ms);
     pthread_mutex_lock(&nw->lock);
     int rc = 0;
     while (!nw->pending && rc != ETIMEDOUT)

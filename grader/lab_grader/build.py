@@ -151,6 +151,7 @@ class Builder:
         srcs = sorted(pathlib.Path(tests_dir).glob("*.c"))
         for d in extra_dirs:
             srcs += sorted(pathlib.Path(d).glob("*.c"))
+        if extra_dirs:
             stage_dirs = [*stage_dirs, pathlib.Path(tests_dir)]
         if not srcs:
             raise BuildError(f"no tests in {tests_dir}", "", kind="grader")

@@ -31,7 +31,6 @@ class ItemResult:
     points: float
     summary: str = ""    # one line
     outcome: run.Outcome = None
-    extra: list = dataclasses.field(default_factory=list)  # more lines for the report
 
 
 @dataclasses.dataclass

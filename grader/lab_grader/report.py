@@ -85,8 +85,6 @@ def failure_block(grader, r):
             lines.append(f"  seed:          {o.seed}")
     for d in (o.details if o else []):
         lines.append("  " + d)
-    for e in r.extra:
-        lines.append("  " + e)
     return lines
 
 
