@@ -386,6 +386,106 @@ LAB_TEST(wake, other_thread_unparks_run, 10)
     probe_destroy(&t);
 }
 
+/* ---- a remote wake reaches a busy executor ------------------------------------------------ */
+
+/* Task A is always ready: every poll wakes itself and returns Pending. Task C
+ * parks on its first poll; another thread wakes it while A keeps the executor
+ * busy, so the executor never parks and the only thing that orders the other
+ * thread's push before the executor's read of the remote stack is the push's
+ * release and the take's acquire. ThreadSanitizer sees a race on queue_next
+ * when either is weaker. Everything else here is a relaxed atomic on purpose:
+ * it must not add an ordering of its own. */
+struct busy {
+    struct probe_stats *a, *c;
+    atomic_uint woken_at;   /* A's polls when the other thread woke C */
+    atomic_uint a_at_c;     /* A's polls when C ran the second time */
+    atomic_bool woke, c_done, gave_up;
+};
+
+#define BUSY_GIVE_UP 200000u /* A's polls after the wake before it stops waiting for C */
+#define BUSY_GAP_MAX 1000u   /* polls of A a remote wake may wait behind (the reference: 61) */
+
+static enum poll step_always_ready(struct probe_stats *st, unsigned nth, struct context *cx, uint64_t *out)
+{
+    struct busy *b = st->arg;
+    bool done = atomic_load_explicit(&b->c_done, memory_order_relaxed);
+    if (!done && atomic_load_explicit(&b->woke, memory_order_relaxed) &&
+        nth - atomic_load_explicit(&b->woken_at, memory_order_relaxed) > BUSY_GIVE_UP) {
+        atomic_store_explicit(&b->gave_up, true, memory_order_relaxed);
+        done = true;
+    }
+    if (done || nth > 50 * BUSY_GIVE_UP) {
+        *out = nth;
+        return POLL_READY;
+    }
+    waker_wake_by_ref(cx->waker);
+    return POLL_PENDING;
+}
+
+static enum poll step_woken_remotely(struct probe_stats *st, unsigned nth, struct context *cx, uint64_t *out)
+{
+    struct busy *b = st->arg;
+    if (nth == 1) {
+        probe_stash(st, cx);
+        return POLL_PENDING;
+    }
+    atomic_store_explicit(&b->a_at_c, probe_polls(b->a), memory_order_relaxed);
+    atomic_store_explicit(&b->c_done, true, memory_order_relaxed);
+    *out = nth;
+    return POLL_READY;
+}
+
+static void *busy_waker_thread(void *arg)
+{
+    struct busy *b = arg;
+    struct waker w = probe_take_stash(b->c);
+    for (unsigned spins = 0; waker_is_none(&w) && spins < 1000u * RESCUE_MS; spins++) {
+        sched_yield();
+        w = probe_take_stash(b->c);
+    }
+    if (waker_is_none(&w))
+        return NULL; /* C was never polled: the test says so */
+    atomic_store_explicit(&b->woken_at, probe_polls(b->a), memory_order_relaxed);
+    atomic_store_explicit(&b->woke, true, memory_order_relaxed);
+    waker_wake(&w);
+    return NULL;
+}
+
+LAB_TEST(wake_race, remote_wake_reaches_busy_executor, 10)
+{
+    struct executor *ex = new_executor();
+    struct probe_stats a, c;
+    struct busy b;
+    memset(&b, 0, sizeof b);
+    b.a = &a;
+    b.c = &c;
+    probe_init(&a, step_always_ready, &b);
+    probe_init(&c, step_woken_remotely, &b);
+    struct join_handle *ja = spawn_probe(ex, &a, NULL);
+    struct join_handle *jc = spawn_probe(ex, &c, NULL);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, busy_waker_thread, &b), 0, "could not start a thread");
+    enum executor_status st = executor_run(ex);
+    pthread_join(th, NULL);
+    cr_assert_eq(st, EXECUTOR_OK, "executor_run returned %s", executor_status_str(st));
+    cr_assert(atomic_load(&b.woke), "the second task was never polled, so the other thread never had "
+              "its waker to wake");
+    cr_assert_not(atomic_load(&b.gave_up), "a task woken from another thread was still not polled after "
+                  "%u polls of an always-ready task: the executor takes the remote end only when the "
+                  "local end is empty, so a task that yields for ever starves every remote wake "
+                  "(take it every READY_QUEUE_REMOTE_INTERVAL pops too)", BUSY_GIVE_UP);
+    cr_assert_eq(probe_polls(&c), 2, "the remotely woken task was polled %u times; expected 2", probe_polls(&c));
+    unsigned gap = atomic_load(&b.a_at_c) - atomic_load(&b.woken_at);
+    cr_assert_leq(gap, BUSY_GAP_MAX, "a task woken from another thread waited behind %u polls of an "
+                  "always-ready task (at most %u expected; the reference takes the remote end every "
+                  "READY_QUEUE_REMOTE_INTERVAL = 61 pops)", gap, BUSY_GAP_MAX);
+    join_handle_drop(ja);
+    join_handle_drop(jc);
+    executor_free(ex);
+    probe_destroy(&a);
+    probe_destroy(&c);
+}
+
 /* ---- a storm of wakes from other threads ----------------------------------------------------- */
 
 /* Every poll hands one waker to a shared list and returns Pending, until the
