@@ -1,0 +1,288 @@
+/* deque_test.c - the Chase–Lev deque alone: exact interleavings forced with
+ * the test hooks, then owner against thieves at full speed. */
+#include <stdlib.h>
+
+#include "stage07.h"
+
+LAB_SUITE(deque, 20);
+
+#define ITEM(i) ((void *)(uintptr_t)((i) + 1))
+#define INDEX(p) ((size_t)(uintptr_t)(p) - 1)
+
+static struct deque *new_deque(void)
+{
+    struct deque *d = aligned_alloc(64, (sizeof *d + 63) / 64 * 64);
+    cr_assert_not_null(d, "out of memory in the test");
+    deque_init(d);
+    return d;
+}
+
+LAB_TEST(deque, take_on_empty_at_zero, 5)
+{
+    struct deque *d = new_deque();
+    cr_assert_null(deque_take(d), "take on a new deque returned an item");
+    cr_assert_eq(deque_test_bottom(d), 0, "take on an empty deque at index 0 left bottom at %lld, not 0 "
+                 "(an unsigned index wraps to SIZE_MAX there: use signed 64-bit indices)",
+                 (long long)deque_test_bottom(d));
+    cr_assert_eq(deque_test_top(d), 0, "take on an empty deque moved top");
+    cr_assert_null(deque_take(d), "a second take on the empty deque returned an item");
+    cr_assert(deque_push(d, ITEM(7)), "push on an empty deque failed");
+    cr_assert_eq(deque_take(d), ITEM(7), "take after one push did not return that item");
+    cr_assert_null(deque_take(d), "take returned an item from a deque that is empty again");
+    void *x;
+    cr_assert_eq(deque_steal(d, &x), DEQUE_EMPTY, "steal on an empty deque did not say DEQUE_EMPTY");
+    cr_assert_eq(deque_len(d), 0, "an empty deque has length %zu", deque_len(d));
+    free(d);
+}
+
+LAB_TEST(deque, lifo_take_fifo_steal, 5)
+{
+    struct deque *d = new_deque();
+    for (size_t i = 0; i < 10; i++)
+        cr_assert(deque_push(d, ITEM(i)), "push %zu of 10 failed", i);
+    cr_assert_eq(deque_len(d), 10, "length %zu after 10 pushes", deque_len(d));
+    void *x = NULL;
+    cr_assert_eq(deque_steal(d, &x), DEQUE_STOLEN, "steal from a deque of 10 failed");
+    cr_assert_eq(x, ITEM(0), "steal returned item %zu; the oldest (0) was expected", INDEX(x));
+    cr_assert_eq(deque_take(d), ITEM(9), "take did not return the newest item (9)");
+    void *out[16];
+    size_t n = deque_steal_half(d, out, 16);
+    cr_assert_eq(n, 4, "steal_half of 8 items took %zu, not 4 (half, rounded up)", n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(out[i], ITEM(1 + i), "steal_half's item %zu is %zu; oldest first was expected", i, INDEX(out[i]));
+    n = deque_steal_half(d, out, 16);
+    cr_assert_eq(n, 2, "steal_half of 4 items took %zu, not 2", n);
+    n = deque_steal_half(d, out, 16);
+    cr_assert_eq(n, 1, "steal_half of 2 items took %zu, not 1", n);
+    n = deque_steal_half(d, out, 16);
+    cr_assert_eq(n, 1, "steal_half of 1 item took %zu, not 1", n);
+    cr_assert_null(deque_take(d), "the deque should be empty");
+    free(d);
+}
+
+LAB_TEST(deque, full_refuses_push, 5)
+{
+    struct deque *d = new_deque();
+    for (size_t i = 0; i < DEQUE_CAPACITY; i++)
+        cr_assert(deque_push(d, ITEM(i)), "push %zu failed below the capacity (%d)", i, DEQUE_CAPACITY);
+    cr_assert_not(deque_push(d, ITEM(999)), "push into a full deque succeeded: it overwrote the oldest item");
+    for (size_t round = 0; round < 3 * DEQUE_CAPACITY; round++) {
+        void *x;
+        cr_assert_eq(deque_steal(d, &x), DEQUE_STOLEN, "steal from a full deque failed");
+        cr_assert_eq(x, ITEM(round), "the ring returned item %zu where %zu was expected (wrap-around)", INDEX(x), round);
+        cr_assert(deque_push(d, ITEM(round + DEQUE_CAPACITY)), "push after a steal freed a slot failed");
+    }
+    free(d);
+}
+
+/* ---- forced interleavings ------------------------------------------------------------- */
+
+struct forced {
+    int armed;               /* fire once */
+    enum deque_test_point at;
+    int takes;               /* owner takes to run inside the hook */
+    int steals;              /* single steals to run inside the hook */
+    void *taken[8];
+    int ntaken;
+    void *stolen[8];
+    int nstolen;
+};
+
+static void forced_hook(struct deque *d, enum deque_test_point where, void *arg)
+{
+    struct forced *f = arg;
+    if (!f->armed || where != f->at)
+        return;
+    f->armed = 0;
+    for (int i = 0; i < f->takes; i++) {
+        void *x = deque_take(d);
+        if (x)
+            f->taken[f->ntaken++] = x;
+    }
+    for (int i = 0; i < f->steals; i++) {
+        void *x;
+        if (deque_steal(d, &x) == DEQUE_STOLEN)
+            f->stolen[f->nstolen++] = x;
+    }
+}
+
+/* Owner: take, with its bottom store held in a (simulated) store buffer.
+ * Two thieves steal after the owner read top. With the fence, the store is
+ * visible before top is read, and the thieves see one item, not two. */
+LAB_TEST(deque, take_fence_store_buffer, 5)
+{
+    struct deque *d = new_deque();
+    cr_assert(deque_push(d, ITEM(0)) && deque_push(d, ITEM(1)), "push failed");
+    struct forced f = { .armed = 1, .at = DEQUE_TEST_TAKE_READ_TOP, .steals = 2 };
+    deque_test_set_hook(d, forced_hook, &f);
+    deque_test_delay_stores(d, true);
+    void *mine = deque_take(d);
+    deque_test_delay_stores(d, false);
+    deque_test_set_hook(d, NULL, NULL);
+    cr_assert_eq(mine, ITEM(1), "the owner's take returned %p, not the newest item", mine);
+    cr_assert_eq(f.nstolen, 1, "two thieves stealing while the owner took from a deque of two got %d items; "
+                 "with the owner's item that is %d takes of 2 items: item 1 was taken twice. The owner's "
+                 "store to bottom sat in its store buffer while it read top: take needs a seq_cst fence "
+                 "between the two", f.nstolen, f.nstolen + 1);
+    cr_assert_eq(f.stolen[0], ITEM(0), "the thief stole item %zu, not the oldest", INDEX(f.stolen[0]));
+    cr_assert_null(deque_take(d), "the deque should be empty");
+    free(d);
+}
+
+/* Thief: has read the last item and is about to CAS top; the owner takes
+ * that item in the meantime (winning its own CAS). The thief must lose. */
+LAB_TEST(deque, steal_cas_races_take, 5)
+{
+    struct deque *d = new_deque();
+    cr_assert(deque_push(d, ITEM(0)), "push failed");
+    struct forced f = { .armed = 1, .at = DEQUE_TEST_STEAL_BEFORE_CAS, .takes = 1 };
+    deque_test_set_hook(d, forced_hook, &f);
+    void *x = NULL;
+    enum deque_steal r = deque_steal(d, &x);
+    deque_test_set_hook(d, NULL, NULL);
+    cr_assert_eq(f.ntaken, 1, "the owner's take of the last item failed while a thief only looked at it");
+    cr_assert_neq(r, DEQUE_STOLEN, "the thief returned the item the owner had already taken: a steal must "
+                  "claim its item with a CAS on top that fails when top moved, never a plain store");
+    cr_assert_null(deque_take(d), "the deque should be empty");
+    free(d);
+}
+
+/* Thief: steal_half has looked at 4 items and is about to claim; the owner
+ * takes 3 meanwhile. Claiming 2 with one CAS moving top by 2 would take the
+ * owner's third item again. */
+LAB_TEST(deque, steal_half_is_single_steals, 5)
+{
+    struct deque *d = new_deque();
+    for (size_t i = 0; i < 4; i++)
+        cr_assert(deque_push(d, ITEM(i)), "push failed");
+    struct forced f = { .armed = 1, .at = DEQUE_TEST_STEAL_BEFORE_CAS, .takes = 3 };
+    deque_test_set_hook(d, forced_hook, &f);
+    void *out[8];
+    size_t n = deque_steal_half(d, out, 8);
+    deque_test_set_hook(d, NULL, NULL);
+    int count[4] = { 0 };
+    for (int i = 0; i < f.ntaken; i++)
+        count[INDEX(f.taken[i])]++;
+    for (size_t i = 0; i < n; i++)
+        count[INDEX(out[i])]++;
+    void *rest;
+    while ((rest = deque_take(d)))
+        count[INDEX(rest)]++;
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(count[i], 1, "item %d was taken %d times (owner took 3 while steal_half was about to "
+                     "claim 2): steal half as repeated single steals, each its own CAS moving top by one; "
+                     "one CAS moving top by k races the owner's take", i, count[i]);
+    free(d);
+}
+
+/* ---- at full speed ----------------------------------------------------------------------- */
+
+struct storm {
+    struct deque *d;
+    size_t n;
+    _Atomic unsigned char *seen;  /* per item: how many times it was taken */
+    atomic_bool done;
+    atomic_size_t stolen;
+    uint64_t seed;
+};
+
+static void mark(struct storm *s, void *x)
+{
+    size_t i = INDEX(x);
+    cr_assert_lt(i, s->n, "an item that was never pushed came out: %zu", i);
+    atomic_fetch_add_explicit(&s->seen[i], 1, memory_order_relaxed);
+}
+
+static void *thief(void *arg)
+{
+    struct storm *s = arg;
+    uint64_t rng = s->seed;
+    void *out[DEQUE_CAPACITY / 2];
+    size_t mine = 0;
+    while (!atomic_load_explicit(&s->done, memory_order_acquire) || deque_len(s->d) > 0) {
+        if (lab_rand(&rng) % 4 == 0) {
+            size_t n = deque_steal_half(s->d, out, DEQUE_CAPACITY / 2);
+            for (size_t i = 0; i < n; i++)
+                mark(s, out[i]);
+            mine += n;
+        } else {
+            void *x;
+            if (deque_steal(s->d, &x) == DEQUE_STOLEN) {
+                mark(s, x);
+                mine++;
+            }
+        }
+    }
+    atomic_fetch_add(&s->stolen, mine);
+    return NULL;
+}
+
+/* overflow: when the deque is full the owner moves the older half out
+ * with steal_half on its own deque, as the runtime does */
+static void run_storm(size_t n, bool bursts, const char *what)
+{
+    struct storm s = { .d = new_deque(), .n = n, .seed = lab_seed() };
+    s.seen = calloc(n, 1);
+    cr_assert_not_null(s.seen, "out of memory in the test");
+    atomic_init(&s.done, false);
+    atomic_init(&s.stolen, 0);
+    pthread_t th[3];
+    struct storm per[3];
+    (void)per;
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, thief, &s), 0, "pthread_create failed");
+    uint64_t rng = s.seed ^ 0x5555;
+    size_t spilled = 0, taken = 0;
+    void *out[DEQUE_CAPACITY / 2];
+    for (size_t i = 0; i < n; i++) {
+        if (!deque_push(s.d, ITEM(i))) {
+            size_t k = deque_steal_half(s.d, out, DEQUE_CAPACITY / 2);
+            for (size_t j = 0; j < k; j++)
+                mark(&s, out[j]);
+            spilled += k;
+            if (!deque_push(s.d, ITEM(i))) {
+                mark(&s, ITEM(i)); /* still full: count it as spilled too */
+                spilled++;
+            }
+        }
+        uint64_t r = lab_rand(&rng);
+        unsigned takes = bursts ? (r % 64 == 0) : (unsigned)(r % 3 == 0) + (r % 7 == 0);
+        for (unsigned t = 0; t < takes; t++) {
+            void *x = deque_take(s.d);
+            if (!x)
+                break;
+            mark(&s, x);
+            taken++;
+        }
+    }
+    void *x;
+    while ((x = deque_take(s.d))) {
+        mark(&s, x);
+        taken++;
+    }
+    atomic_store_explicit(&s.done, true, memory_order_release);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    size_t stolen = atomic_load(&s.stolen);
+    lab_note("%s: %zu items, owner took %zu, spilled %zu, thieves stole %zu", what, n, taken, spilled, stolen);
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = atomic_load_explicit(&s.seen[i], memory_order_relaxed);
+        if (c != 1)
+            cr_assert_fail("%s: item %zu was taken %u times (owner %zu, spilled %zu, stolen %zu of %zu): "
+                           "every pushed item must come out exactly once", what, i, c, taken, spilled, stolen, n);
+    }
+    if (bursts)
+        cr_assert_gt(spilled, 0, "the owner never found its deque full: the test did not overflow");
+    free(s.seen);
+    free(s.d);
+}
+
+LAB_TEST(deque, owner_vs_three_thieves, 30)
+{
+    run_storm(lab_scale(2000000, 20000), false, "owner vs three thieves");
+}
+
+LAB_TEST(deque, overflow_while_thieves_steal, 30)
+{
+    run_storm(lab_scale(1000000, 20000), true, "overflow while thieves steal");
+}

@@ -1,0 +1,120 @@
+/* perf_test.c - serial: two workers against one on a CPU-bound task tree,
+ * measured in the same run (a ratio, so the machine's speed cancels out). */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "stage07.h"
+
+LAB_SUITE(ws_perf, 120);
+
+/* A node of a binary tree of tasks: a leaf burns CPU; an inner node spawns
+ * its two children and joins them. */
+struct node {
+    unsigned depth;
+    unsigned phase;
+    struct join_handle *kid[2];
+};
+
+static _Atomic uint64_t sink; /* keeps the loop from being optimized away */
+
+static void burn(unsigned iters)
+{
+    uint64_t x = 88172645463325252ull;
+    for (unsigned i = 0; i < iters; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    atomic_fetch_add_explicit(&sink, x, memory_order_relaxed);
+}
+
+static unsigned leaf_iters;
+
+static enum poll node_poll(void *self, struct context *cx, void *out);
+static void node_drop(void *self)
+{
+    struct node *n = self;
+    for (int i = 0; i < 2; i++)
+        if (n->kid[i])
+            join_handle_drop(n->kid[i]);
+}
+static const struct future_vtable node_vt = FUTURE_VTABLE_INIT(struct node, 0, node_poll, node_drop);
+
+static struct join_handle *spawn_node(unsigned depth)
+{
+    struct node n = { .depth = depth };
+    struct join_handle *jh = ws_spawn(ws_current(), future_of(&node_vt, &n), NULL);
+    cr_assert_not_null(jh, "ws_spawn from inside a task returned NULL");
+    return jh;
+}
+
+static enum poll node_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct node *n = self;
+    if (n->depth == 0) {
+        burn(leaf_iters);
+        return POLL_READY;
+    }
+    if (n->phase == 0) {
+        n->kid[0] = spawn_node(n->depth - 1);
+        n->kid[1] = spawn_node(n->depth - 1);
+        n->phase = 1;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!n->kid[i])
+            continue;
+        enum join_status st;
+        if (join_handle_poll(n->kid[i], cx, NULL, &st) == POLL_PENDING)
+            return POLL_PENDING;
+        join_handle_drop(n->kid[i]);
+        n->kid[i] = NULL;
+    }
+    return POLL_READY;
+}
+
+static uint64_t last_cpu; /* process CPU time of the last tree: the test's thread only */
+
+static uint64_t tree(struct ws_runtime *rt, unsigned depth)
+{
+    struct node root = { .depth = depth };
+    uint64_t c0 = process_cpu_ns(), t0 = monotonic_ns();
+    cr_assert(ws_block_on(rt, future_of(&node_vt, &root), NULL), "the task tree did not complete");
+    last_cpu = process_cpu_ns() - c0;
+    return monotonic_ns() - t0;
+}
+
+LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+        lab_note("cannot judge: one CPU");
+        return;
+    }
+    leaf_iters = 20000; /* about 20-40 us a leaf */
+    unsigned depth = 11; /* 2048 leaves */
+    struct ws_runtime *one = new_runtime(1), *two = new_runtime(2);
+    tree(one, 4); /* warm up */
+    tree(two, 4);
+    uint64_t best1 = UINT64_MAX, best2 = UINT64_MAX;
+    double ratio = 0;
+    uint64_t cpu2 = 0;
+    for (int k = 0; k < 7; k++) {
+        uint64_t a = tree(one, depth), b = tree(two, depth);
+        if (b < best2)
+            cpu2 = last_cpu;
+        if (a < best1)
+            best1 = a;
+        if (b < best2)
+            best2 = b;
+        ratio = (double)best1 / (double)best2;
+        if (k >= 2 && ratio >= 1.75)
+            break;
+    }
+    lab_note("task tree of %u leaves: 1 worker %.2f ms, 2 workers %.2f ms (best of k, %.2f ms of CPU): "
+             "speed-up %.2f", 1u << depth, best1 / 1e6, best2 / 1e6, cpu2 / 1e6, ratio);
+    ws_runtime_free(one);
+    ws_runtime_free(two);
+    cr_assert_geq(ratio, 1.6, "two workers ran a CPU-bound task tree only %.2f times as fast as one (1: %.2f ms, "
+                  "2: %.2f ms); at least 1.6 was expected: idle workers must steal (half of a victim's deque) "
+                  "and be woken when work appears", ratio, best1 / 1e6, best2 / 1e6);
+}

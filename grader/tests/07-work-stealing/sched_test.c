@@ -1,0 +1,603 @@
+/* sched_test.c - the runtime: where tasks go, fairness, the budget, the
+ * idle protocol (forced with the test hooks), many threads at once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coop.h"
+#include "stage07.h"
+
+LAB_SUITE(sched, 30);
+
+#ifdef __SANITIZE_THREAD__
+#define TSAN_SCALE(n) ((n) / 8 + 1)
+#else
+#define TSAN_SCALE(n) (n)
+#endif
+
+static enum poll step_ready(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    if (arg)
+        atomic_fetch_add((atomic_uint *)arg, 1);
+    return POLL_READY;
+}
+
+/* ---- spawn and join ---------------------------------------------------------------- */
+
+struct fan {
+    struct ws_runtime *rt;
+    unsigned children;
+    atomic_uint done;
+    struct join_handle **jh;
+};
+
+static enum poll step_fan(void *arg, struct context *cx, unsigned nth)
+{
+    struct fan *f = arg;
+    if (nth == 1) {
+        cr_assert_eq(ws_current(), f->rt, "ws_current() inside a task is not the task's runtime");
+        cr_assert_geq(ws_current_worker(), 0, "ws_current_worker() inside a task is negative");
+        for (unsigned i = 0; i < f->children; i++)
+            f->jh[i] = spawn_step(f->rt, step_ready, &f->done);
+    }
+    for (unsigned i = 0; i < f->children; i++) {
+        if (!f->jh[i])
+            continue;
+        enum join_status st;
+        if (join_handle_poll(f->jh[i], cx, NULL, &st) == POLL_PENDING)
+            return POLL_PENDING;
+        join_handle_drop(f->jh[i]);
+        f->jh[i] = NULL;
+    }
+    return POLL_READY;
+}
+
+LAB_TEST(sched, spawn_from_outside_and_inside, 20)
+{
+    struct ws_runtime *rt = new_runtime(2);
+    cr_assert_null(ws_current(), "ws_current() outside any worker is not NULL");
+    atomic_uint outside;
+    atomic_init(&outside, 0);
+    unsigned n = lab_scale(2000, 50);
+    struct join_handle **jh = calloc(n, sizeof *jh);
+    for (unsigned i = 0; i < n; i++)
+        jh[i] = spawn_step(rt, step_ready, &outside);
+    for (unsigned i = 0; i < n; i++)
+        cr_assert(join_within(jh[i], RESCUE_MS), "task %u of %u spawned from outside never completed", i, n);
+    cr_assert_eq(atomic_load(&outside), n, "%u of %u tasks ran", atomic_load(&outside), n);
+    struct fan f = { .rt = rt, .children = lab_scale(1000, 20) };
+    atomic_init(&f.done, 0);
+    f.jh = calloc(f.children, sizeof *f.jh);
+    char storage[STEP_STORAGE_SIZE];
+    cr_assert(ws_block_on(rt, step_future(storage, step_fan, &f), NULL), "ws_block_on of a task that spawns "
+              "and joins children did not complete");
+    cr_assert_eq(atomic_load(&f.done), f.children, "%u of %u children spawned from inside a task ran",
+                 atomic_load(&f.done), f.children);
+    ws_runtime_free(rt);
+    free(f.jh);
+    free(jh);
+}
+
+/* ---- the LIFO slot -------------------------------------------------------------------- */
+
+struct pp {
+    struct ws_runtime *rt;
+    struct slot slot[2];
+    pthread_mutex_t lock;   /* protects log, nlog */
+    char log[256];
+    unsigned nlog;
+    unsigned rounds;
+    atomic_uint armed;      /* both stored their waker */
+    atomic_uint fillers;
+};
+
+static void pp_log(struct pp *p, char c)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->nlog < sizeof p->log - 1)
+        p->log[p->nlog++] = c;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static enum poll step_filler(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct pp *p = arg;
+    pp_log(p, 'f');
+    atomic_fetch_add(&p->fillers, 1);
+    return POLL_READY;
+}
+
+/* A and B: each poll logs, spawns a filler (onto the deque, newer than
+ * anything there), then wakes the other. */
+static enum poll step_pp(struct pp *p, int me, struct context *cx, unsigned nth)
+{
+    slot_store(&p->slot[me], cx);
+    if (nth == 1) {
+        atomic_fetch_add(&p->armed, 1);
+        return POLL_PENDING;
+    }
+    pp_log(p, me ? 'B' : 'A');
+    if (nth - 1 > p->rounds) {
+        slot_wake(&p->slot[1 - me]); /* let the other finish too */
+        return POLL_READY;
+    }
+    join_handle_drop(spawn_step(p->rt, step_filler, p));
+    slot_wake(&p->slot[1 - me]);
+    return POLL_PENDING;
+}
+static enum poll step_a(void *arg, struct context *cx, unsigned nth) { return step_pp(arg, 0, cx, nth); }
+static enum poll step_b(void *arg, struct context *cx, unsigned nth) { return step_pp(arg, 1, cx, nth); }
+
+static bool both_armed(void *arg) { return atomic_load(&((struct pp *)arg)->armed) == 2; }
+
+/* One worker, so that the order is exact. */
+static void ping_pong(struct pp *p)
+{
+    memset(p, 0, sizeof *p);
+    p->rt = new_runtime(1);
+    p->rounds = 20;
+    slot_init(&p->slot[0]);
+    slot_init(&p->slot[1]);
+    pthread_mutex_init(&p->lock, NULL);
+    struct join_handle *a = spawn_step(p->rt, step_a, p);
+    struct join_handle *b = spawn_step(p->rt, step_b, p);
+    cr_assert(wait_until(both_armed, p, RESCUE_MS), "the two tasks were never polled");
+    slot_wake(&p->slot[0]);
+    cr_assert(join_within(a, RESCUE_MS) && join_within(b, RESCUE_MS), "the ping-pong pair never finished: "
+              "a wake from inside a task was lost (log so far: %s)", p->log);
+    ws_runtime_free(p->rt);
+    slot_destroy(&p->slot[0]);
+    slot_destroy(&p->slot[1]);
+    pthread_mutex_destroy(&p->lock);
+}
+
+LAB_TEST(lifo, ping_pong_back_to_back, 10)
+{
+    struct pp p;
+    ping_pong(&p);
+    lab_note("poll order: %s", p.log);
+    cr_assert(strncmp(p.log, "ABAB", 4) == 0, "a task woken by the running task should run next on the same "
+              "worker (the LIFO slot), before the fillers that task spawned; the polls went %.12s "
+              "(A, B: the pair; f: a filler)", p.log);
+}
+
+LAB_TEST(lifo, cap_lets_the_queue_run, 10)
+{
+    struct pp p;
+    ping_pong(&p);
+    lab_note("poll order: %s", p.log);
+    unsigned run = 0, worst = 0;
+    for (unsigned i = 0; i < p.nlog; i++) {
+        run = (p.log[i] == 'f') ? 0 : run + 1;
+        if (run > worst)
+            worst = run;
+    }
+    cr_assert_leq(worst, WS_LIFO_CAP + 1, "the ping-pong pair ran %u polls in a row while fillers waited in the "
+                  "worker's queue: after %u LIFO polls in a row the slot's task must go behind the queue "
+                  "(order: %.60s...)", worst, WS_LIFO_CAP, p.log);
+    cr_assert_eq(atomic_load(&p.fillers), 2 * p.rounds, "%u of %u fillers ran", atomic_load(&p.fillers), 2 * p.rounds);
+}
+
+/* ---- the injector is not starved ---------------------------------------------------------- */
+
+struct chain {
+    struct ws_runtime *rt;
+    atomic_uint links;      /* children spawned so far */
+    atomic_bool outsider_ran;
+    atomic_uint links_when_ran;
+};
+
+#define CHAIN_LIMIT 200000u
+
+/* Each link spawns the next onto its worker's deque, then finishes: the
+ * deque never empties. */
+static enum poll step_link(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct chain *c = arg;
+    if (atomic_load(&c->outsider_ran))
+        return POLL_READY;
+    if (atomic_fetch_add(&c->links, 1) + 1 >= CHAIN_LIMIT)
+        return POLL_READY; /* give up: the outsider was starved */
+    join_handle_drop(spawn_step(c->rt, step_link, c));
+    return POLL_READY;
+}
+
+static enum poll step_outsider(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct chain *c = arg;
+    atomic_store(&c->links_when_ran, atomic_load(&c->links));
+    atomic_store(&c->outsider_ran, true);
+    return POLL_READY;
+}
+
+static bool chain_running(void *arg) { return atomic_load(&((struct chain *)arg)->links) > 1000; }
+static bool chain_over(void *arg)
+{
+    struct chain *c = arg;
+    return atomic_load(&c->outsider_ran) || atomic_load(&c->links) >= CHAIN_LIMIT;
+}
+
+LAB_TEST(fairness, injector_not_starved, 20)
+{
+    struct chain c;
+    memset(&c, 0, sizeof c);
+    c.rt = new_runtime(1);
+    join_handle_drop(spawn_step(c.rt, step_link, &c));
+    cr_assert(wait_until(chain_running, &c, RESCUE_MS), "the chain of tasks never got going");
+    unsigned at = atomic_load(&c.links);
+    join_handle_drop(spawn_step(c.rt, step_outsider, &c));
+    cr_assert(wait_until(chain_over, &c, SCALED_MS(10000)), "neither the outsider ran nor the chain ended");
+    cr_assert(atomic_load(&c.outsider_ran), "a task spawned from outside (into the injector) never ran while "
+              "the worker's own deque never emptied: every %u ticks a worker must take from the injector "
+              "first", WS_INJECTOR_INTERVAL);
+    unsigned waited = atomic_load(&c.links_when_ran) - at;
+    lab_note("the outsider ran after about %u local tasks", waited);
+    cr_assert_leq(waited, 3 * WS_INJECTOR_INTERVAL, "the outsider waited behind about %u local tasks; every %u "
+                  "ticks the injector comes first", waited, WS_INJECTOR_INTERVAL);
+    ws_runtime_free(c.rt);
+}
+
+/* ---- the budget ---------------------------------------------------------------------------- */
+
+struct hog {
+    atomic_bool neighbour_ran;
+    atomic_bool hog_started;
+    unsigned worst;          /* most units in one poll (the hog's thread only) */
+    bool starved;
+};
+
+/* Always ready: consumes budget like a leaf future in a loop. */
+static enum poll step_hog(void *arg, struct context *cx, unsigned nth)
+{
+    (void)nth;
+    struct hog *h = arg;
+    atomic_store(&h->hog_started, true);
+    unsigned units = 0;
+    for (;;) {
+        if (atomic_load(&h->neighbour_ran))
+            return POLL_READY;
+        if (!coop_proceed(cx))
+            break; /* coop_proceed woke us */
+        units++;
+        if (units > 2000000) {
+            h->starved = true;
+            return POLL_READY;
+        }
+    }
+    if (units > h->worst)
+        h->worst = units;
+    return POLL_PENDING;
+}
+
+static enum poll step_neighbour(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    atomic_store(&((struct hog *)arg)->neighbour_ran, true);
+    return POLL_READY;
+}
+
+static bool hog_started(void *arg) { return atomic_load(&((struct hog *)arg)->hog_started); }
+
+LAB_TEST(budget, always_ready_does_not_starve, 20)
+{
+    struct hog h;
+    memset(&h, 0, sizeof h);
+    struct ws_runtime *rt = new_runtime(1);
+    struct join_handle *hj = spawn_step(rt, step_hog, &h);
+    cr_assert(wait_until(hog_started, &h, RESCUE_MS), "the always-ready task never ran");
+    struct join_handle *nj = spawn_step(rt, step_neighbour, &h);
+    cr_assert(join_within(nj, SCALED_MS(10000)), "the neighbour never ran");
+    cr_assert(join_within(hj, RESCUE_MS), "the always-ready task never finished");
+    cr_assert_not(h.starved, "an always-ready task polled two million leaf operations in one poll while its "
+                  "neighbour waited: the worker must give each poll a budget (coop_reset(%u)) so that "
+                  "coop_proceed stops it", COOP_BUDGET_DEFAULT);
+    cr_assert_leq(h.worst, COOP_BUDGET_DEFAULT, "one poll took %u units of budget; at most %u", h.worst, COOP_BUDGET_DEFAULT);
+    ws_runtime_free(rt);
+}
+
+/* ---- the idle protocol, forced ------------------------------------------------------------- */
+
+struct forced_idle {
+    atomic_int armed;
+    atomic_int fired_worker;
+    struct gate reached, go;
+    enum ws_test_point at;
+};
+
+static void idle_hook(struct ws_runtime *rt, enum ws_test_point where, unsigned worker, void *arg)
+{
+    (void)rt;
+    struct forced_idle *f = arg;
+    if (where != f->at)
+        return;
+    int one = 1;
+    if (!atomic_compare_exchange_strong(&f->armed, &one, 0))
+        return;
+    atomic_store(&f->fired_worker, (int)worker);
+    gate_open(&f->reached);
+    gate_wait(&f->go, RESCUE_MS);
+}
+
+/* One worker has searched everywhere and is about to announce that it
+ * sleeps; a task arrives right then, and its notify sees the worker still
+ * searching (so wakes nobody). The worker must look again after announcing. */
+LAB_TEST(idle, wake_between_search_and_sleep, 10)
+{
+    struct ws_runtime *rt = new_runtime(1);
+    cr_assert(wait_sleepers(rt, 1, RESCUE_MS), "the idle worker never went to sleep");
+    struct forced_idle f;
+    memset(&f, 0, sizeof f);
+    gate_init(&f.reached);
+    gate_init(&f.go);
+    f.at = WS_TEST_BEFORE_PARK;
+    atomic_store(&f.armed, 1);
+    ws_test_set_hook(rt, idle_hook, &f);
+    join_handle_drop(spawn_step(rt, step_ready, NULL)); /* wakes the worker; it runs this, then idles again */
+    cr_assert(gate_wait(&f.reached, RESCUE_MS), "the worker never came back to sleep");
+    atomic_uint ran;
+    atomic_init(&ran, 0);
+    struct join_handle *x = spawn_step(rt, step_ready, &ran);
+    gate_open(&f.go);
+    bool done = join_within(x, SCALED_MS(1000));
+    ws_test_set_hook(rt, NULL, NULL);
+    cr_assert(done, "a task spawned while the only worker was between its last search and its sleep never "
+              "ran: after announcing that it sleeps, a worker must look at every queue once more (the "
+              "spawner's notify saw it searching and woke nobody)");
+    ws_runtime_free(rt);
+    gate_destroy(&f.reached);
+    gate_destroy(&f.go);
+}
+
+struct pair {
+    atomic_bool second_started;
+    bool second_in_time;
+};
+
+static enum poll step_first(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct pair *p = arg;
+    uint64_t end = monotonic_ns() + (uint64_t)SCALED_MS(2000) * 1000000u;
+    while (!atomic_load(&p->second_started) && monotonic_ns() < end)
+        ; /* a long poll: this worker is busy */
+    p->second_in_time = atomic_load(&p->second_started);
+    return POLL_READY;
+}
+
+static enum poll step_second(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    atomic_store(&((struct pair *)arg)->second_started, true);
+    return POLL_READY;
+}
+
+/* Two workers asleep. Task 1 wakes one; task 2 arrives while that one is
+ * still searching, so its notify wakes nobody. The searcher takes task 1 and
+ * stops searching as the last searcher: it must wake another worker, or
+ * task 2 waits behind task 1's long poll (Tokio issue 4383). */
+LAB_TEST(idle, last_searcher_wakes_another, 15)
+{
+    struct ws_runtime *rt = new_runtime(2);
+    cr_assert(wait_sleepers(rt, 2, RESCUE_MS), "the idle workers never went to sleep");
+    struct forced_idle f;
+    memset(&f, 0, sizeof f);
+    gate_init(&f.reached);
+    gate_init(&f.go);
+    f.at = WS_TEST_UNPARKED;
+    atomic_store(&f.armed, 1);
+    ws_test_set_hook(rt, idle_hook, &f);
+    struct pair p;
+    memset(&p, 0, sizeof p);
+    struct join_handle *j1 = spawn_step(rt, step_first, &p);
+    cr_assert(gate_wait(&f.reached, RESCUE_MS), "spawning from outside woke no worker");
+    struct join_handle *j2 = spawn_step(rt, step_second, &p);
+    gate_open(&f.go);
+    cr_assert(join_within(j1, SCALED_MS(5000)) && join_within(j2, SCALED_MS(5000)), "the two tasks never finished");
+    ws_test_set_hook(rt, NULL, NULL);
+    cr_assert(p.second_in_time, "task 2 waited in the injector while task 1 ran a long poll and the other "
+              "worker slept: the last searching worker that finds work must wake another (Tokio issue 4383)");
+    ws_runtime_free(rt);
+    gate_destroy(&f.reached);
+    gate_destroy(&f.go);
+}
+
+/* ---- many threads ---------------------------------------------------------------------------- */
+
+struct storm_task {
+    struct slot slot;
+    unsigned target;
+    atomic_uint polls;
+    atomic_int running;     /* the RUNNING guard of the test */
+    atomic_uint overlaps;
+    atomic_bool done;
+    struct storm_task *all; /* for waking others */
+    unsigned n;
+    uint64_t rng;           /* only inside this task's poll */
+};
+
+static enum poll step_storm(void *arg, struct context *cx, unsigned nth)
+{
+    (void)nth;
+    struct storm_task *t = arg;
+    if (atomic_exchange(&t->running, 1) != 0)
+        atomic_fetch_add(&t->overlaps, 1);
+    slot_store(&t->slot, cx);
+    unsigned p = atomic_fetch_add(&t->polls, 1) + 1;
+    /* wake two others from inside: the LIFO slot and the deque */
+    for (int k = 0; k < 2; k++)
+        slot_wake(&t->all[lab_rand(&t->rng) % t->n].slot);
+    for (volatile int spin = 0; spin < 50; spin++)
+        ;
+    atomic_store(&t->running, 0);
+    if (p >= t->target) {
+        atomic_store(&t->done, true);
+        return POLL_READY;
+    }
+    return POLL_PENDING;
+}
+
+struct waker_thread {
+    struct storm_task *all;
+    unsigned n;
+    atomic_bool *stop;
+    uint64_t seed;
+    unsigned long wakes;
+};
+
+static void *outside_waker(void *arg)
+{
+    struct waker_thread *w = arg;
+    uint64_t rng = w->seed;
+    while (!atomic_load(w->stop)) {
+        unsigned i = (unsigned)(lab_rand(&rng) % w->n);
+        if (slot_wake(&w->all[i].slot))
+            w->wakes++;
+    }
+    return NULL;
+}
+
+static void storm(unsigned workers, unsigned n, unsigned target, const char *what)
+{
+    struct ws_runtime *rt = new_runtime(workers);
+    struct storm_task *all = calloc(n, sizeof *all);
+    for (unsigned i = 0; i < n; i++) {
+        slot_init(&all[i].slot);
+        all[i].target = target;
+        all[i].all = all;
+        all[i].n = n;
+        all[i].rng = lab_seed() + i;
+    }
+    struct join_handle **jh = calloc(n, sizeof *jh);
+    for (unsigned i = 0; i < n; i++)
+        jh[i] = spawn_step(rt, step_storm, &all[i]);
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    struct waker_thread wt[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        wt[i] = (struct waker_thread){ .all = all, .n = n, .stop = &stop, .seed = lab_seed() * 3 + (uint64_t)i };
+        cr_assert_eq(pthread_create(&th[i], NULL, outside_waker, &wt[i]), 0, "pthread_create failed");
+    }
+    bool ok = true;
+    unsigned stuck = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!join_within(jh[i], SCALED_MS(20000))) {
+            ok = false;
+            stuck = i;
+            break;
+        }
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    unsigned long polls = 0, overlaps = 0;
+    for (unsigned i = 0; i < n; i++) {
+        polls += atomic_load(&all[i].polls);
+        overlaps += atomic_load(&all[i].overlaps);
+    }
+    lab_note("%s: %u workers, %u tasks, %lu polls, %lu outside wakes", what, workers, n, polls,
+             wt[0].wakes + wt[1].wakes);
+    cr_assert(ok, "task %u never completed while two outside threads kept waking it (a lost wake, or a "
+              "task stranded in a queue nobody looks at)", stuck);
+    cr_assert_eq(overlaps, 0, "%lu polls began while another poll of the same task was in progress: a task "
+                 "was run by two workers at once (queued twice?)", overlaps);
+    ws_runtime_free(rt);
+    for (unsigned i = 0; i < n; i++)
+        slot_destroy(&all[i].slot);
+    free(jh);
+    free(all);
+}
+
+LAB_TEST(threads, millions_of_outside_wakes, 30)
+{
+    storm(2, lab_scale(256, 16), TSAN_SCALE(lab_scale(2000, 20)), "outside wakes");
+}
+
+LAB_TEST(threads, never_polled_twice_at_once, 30)
+{
+    storm(3, lab_scale(64, 8), TSAN_SCALE(lab_scale(3000, 20)), "one poll at a time");
+}
+
+/* ---- shutdown ------------------------------------------------------------------------------- */
+
+struct blocker {
+    atomic_uint started;
+    struct gate release;
+};
+
+static enum poll step_block(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct blocker *b = arg;
+    atomic_fetch_add(&b->started, 1);
+    gate_wait(&b->release, RESCUE_MS); /* a long poll */
+    return POLL_PENDING;                /* and then forgotten */
+}
+
+static enum poll step_stash(void *arg, struct context *cx, unsigned nth)
+{
+    (void)nth;
+    slot_store(arg, cx);
+    return POLL_PENDING;
+}
+
+static bool two_started(void *arg) { return atomic_load(&((struct blocker *)arg)->started) == 2; }
+
+static void *open_later(void *arg)
+{
+    lab_sleep_ms(30);
+    gate_open(arg);
+    return NULL;
+}
+
+LAB_TEST(shutdown, pending_parked_and_queued, 20)
+{
+    step_drops_reset();
+    alloc_count_start();
+    struct ws_runtime *rt = new_runtime(2);
+    struct blocker b;
+    memset(&b, 0, sizeof b);
+    gate_init(&b.release);
+    struct slot s;
+    slot_init(&s);
+    unsigned spawned = 0;
+    /* parked: waiting on a waker held outside */
+    struct join_handle *kept = spawn_step(rt, step_stash, &s);
+    spawned++;
+    join_handle_drop(spawn_step(rt, step_block, &b));
+    join_handle_drop(spawn_step(rt, step_block, &b));
+    spawned += 2;
+    cr_assert(wait_until(two_started, &b, RESCUE_MS), "the two blocking tasks never started");
+    /* queued: both workers are inside a long poll */
+    unsigned queued = lab_scale(500, 20);
+    for (unsigned i = 0; i < queued; i++, spawned++)
+        join_handle_drop(spawn_step(rt, step_stash, &s));
+    pthread_t th;
+    pthread_create(&th, NULL, open_later, &b.release);
+    ws_runtime_free(rt);
+    pthread_join(th, NULL);
+    cr_assert_eq(step_drops(), spawned, "%u futures were dropped at shutdown, %u were spawned: every task "
+                 "(pending, queued, in a long poll) must be dropped exactly once", step_drops(), spawned);
+    enum join_status st = JOIN_OK;
+    cr_assert_eq(join_handle_poll(kept, NULL, NULL, &st), POLL_READY, "a join handle that outlived its runtime "
+                 "is not finished");
+    cr_assert_eq(st, JOIN_CANCELLED, "a task dropped at shutdown should join as cancelled");
+    join_handle_drop(kept);
+    slot_wake(&s); /* a waker that outlived the runtime: harmless */
+    slot_destroy(&s);
+    gate_destroy(&b.release);
+    struct alloc_counts c = alloc_count_stop();
+    cr_assert_eq(c.allocs, c.frees, "%llu allocations but %llu frees across a runtime's life: something leaked",
+                 (unsigned long long)c.allocs, (unsigned long long)c.frees);
+}

@@ -1,0 +1,157 @@
+/* support.c - step tasks, slots, gates, waiting with a deadline. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "block_on.h"
+#include "stage07.h"
+
+struct step {
+    step_fn fn;
+    void *arg;
+    unsigned polls;
+};
+
+static atomic_uint drops;
+
+static enum poll step_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct step *s = self;
+    return s->fn(s->arg, cx, ++s->polls);
+}
+
+static void step_drop(void *self)
+{
+    (void)self;
+    atomic_fetch_add(&drops, 1);
+}
+
+static const struct future_vtable step_vt = FUTURE_VTABLE_INIT(struct step, 0, step_poll, step_drop);
+
+_Static_assert(sizeof(struct step) <= STEP_STORAGE_SIZE, "step storage");
+
+struct future step_future(void *storage, step_fn fn, void *arg)
+{
+    struct step *s = storage;
+    s->fn = fn;
+    s->arg = arg;
+    s->polls = 0;
+    return future_of(&step_vt, s);
+}
+
+struct join_handle *spawn_step(struct ws_runtime *rt, step_fn fn, void *arg)
+{
+    struct step s;
+    struct join_handle *jh = ws_spawn(rt, step_future(&s, fn, arg), NULL);
+    cr_assert_not_null(jh, "ws_spawn returned NULL (out of memory, or the runtime is closing?)");
+    return jh;
+}
+
+unsigned step_drops(void) { return atomic_load(&drops); }
+void step_drops_reset(void) { atomic_store(&drops, 0); }
+
+bool join_within(struct join_handle *jh, unsigned ms)
+{
+    uint64_t end = monotonic_ns() + (uint64_t)ms * 1000000u;
+    bool done;
+    while (!(done = join_handle_is_finished(jh)) && monotonic_ns() < end)
+        lab_sleep_ms(1);
+    join_handle_drop(jh);
+    return done;
+}
+
+bool wait_until(bool (*cond)(void *), void *arg, unsigned ms)
+{
+    uint64_t end = monotonic_ns() + (uint64_t)ms * 1000000u;
+    for (;;) {
+        if (cond(arg))
+            return true;
+        if (monotonic_ns() >= end)
+            return false;
+        lab_sleep_ms(1);
+    }
+}
+
+struct ws_runtime *new_runtime(unsigned n)
+{
+    struct ws_runtime *rt = ws_runtime_new_default(n);
+    cr_assert_not_null(rt, "ws_runtime_new_default(%u) returned NULL", n);
+    return rt;
+}
+
+bool wait_sleepers(struct ws_runtime *rt, unsigned n, unsigned ms)
+{
+    uint64_t end = monotonic_ns() + (uint64_t)ms * 1000000u;
+    while (ws_test_sleepers(rt) < n) {
+        if (monotonic_ns() >= end)
+            return false;
+        lab_sleep_ms(1);
+    }
+    return true;
+}
+
+void slot_init(struct slot *s)
+{
+    pthread_mutex_init(&s->lock, NULL);
+    s->w = WAKER_NONE;
+}
+
+void slot_store(struct slot *s, struct context *cx)
+{
+    pthread_mutex_lock(&s->lock);
+    waker_clone_from(&s->w, cx->waker);
+    pthread_mutex_unlock(&s->lock);
+}
+
+bool slot_wake(struct slot *s)
+{
+    pthread_mutex_lock(&s->lock);
+    struct waker w = waker_clone(&s->w);
+    pthread_mutex_unlock(&s->lock);
+    if (waker_is_none(&w))
+        return false;
+    waker_wake(&w); /* outside the lock: the wake may run code */
+    return true;
+}
+
+void slot_destroy(struct slot *s)
+{
+    waker_drop(&s->w);
+    pthread_mutex_destroy(&s->lock);
+}
+
+void gate_init(struct gate *g)
+{
+    pthread_mutex_init(&g->lock, NULL);
+    lab_monotonic_cond_init(&g->cond);
+    g->open = false;
+}
+
+void gate_open(struct gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->open = true;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+bool gate_wait(struct gate *g, unsigned ms)
+{
+    struct timespec deadline;
+    lab_deadline_after_ms(&deadline, ms);
+    pthread_mutex_lock(&g->lock);
+    int rc = 0;
+    while (!g->open && rc == 0)
+        rc = pthread_cond_timedwait(&g->cond, &g->lock, &deadline);
+    bool open = g->open;
+    pthread_mutex_unlock(&g->lock);
+    return open;
+}
+
+void gate_destroy(struct gate *g)
+{
+    pthread_mutex_destroy(&g->lock);
+    pthread_cond_destroy(&g->cond);
+}
