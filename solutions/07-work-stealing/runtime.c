@@ -79,14 +79,13 @@ struct ws_runtime {
     unsigned nworkers;
     struct ws_worker *workers;        /* aligned array of nworkers */
     struct injector injector;
-    /* BEGIN STUDENT FIELDS: the idle protocol's word and sleepers, the driver guard, the shutdown flag (docs/07-work-stealing.md#the-idle-protocol) */
+    /* the idle protocol (docs/07-work-stealing.md#the-idle-protocol) */
     _Atomic uint64_t idle_state;      /* (unparked << 16) | searching; seq_cst RMWs */
     pthread_mutex_t idle_lock;        /* protects sleepers, nsleepers, worker->sleeping */
     unsigned sleepers[WS_MAX_WORKERS];
     unsigned nsleepers;
     _Atomic bool driver_busy;         /* a worker is inside the driver (only one may be) */
     _Atomic bool shutdown;            /* workers leave their loop */
-    /* END STUDENT */
     pthread_mutex_t owned_lock;       /* protects owned, live, closing */
     struct task *owned;               /* every task not yet complete: one list reference each */
     size_t live;
@@ -120,7 +119,7 @@ static inline uint64_t xorshift(uint64_t *s)
 /* ---- parking one worker ------------------------------------------------------- */
 
 /* Wakes w if it is parked; else makes its next park return at once. */
-static void worker_unpark(struct ws_worker *w)
+static inline void worker_unpark(struct ws_worker *w)
 {
     /* seq_cst: pairs with the parker's CAS into PARKED_*; and what we did
      * before (pushed a task, set shutdown) is seen when it wakes */
@@ -139,7 +138,7 @@ static void worker_unpark(struct ws_worker *w)
 /* Sleeps until worker_unpark (or a spurious return). The first idle worker
  * to get here parks in the driver, so timers (and I/O) still fire; the
  * others on their condition variable. */
-static void worker_park(struct ws_worker *w)
+static inline void worker_park(struct ws_worker *w)
 {
     struct ws_runtime *rt = w->rt;
     int expect = PARK_EMPTY;
@@ -166,7 +165,7 @@ static void worker_park(struct ws_worker *w)
 
 /* Someone made work that any worker could run: wake a sleeper, unless a
  * worker is already searching (it will find the work, or wake another). */
-static void notify_parked(struct ws_runtime *rt)
+static inline void notify_parked(struct ws_runtime *rt)
 {
     /* BEGIN STUDENT: one seq_cst RMW to read the state after the push; a searcher or nobody asleep: done; else, under the lock, pop a sleeper, count it unparked and searching, unpark it (docs/07-work-stealing.md#the-idle-protocol) */
     /* seq_cst RMW (not a load): ordered against the sleeper's announcement,
@@ -195,7 +194,7 @@ static void notify_parked(struct ws_runtime *rt)
 
 /* At most half the workers search at once (Tokio's rule): more would only
  * fight over the same victims. */
-static bool transition_to_searching(struct ws_worker *w)
+static inline bool transition_to_searching(struct ws_worker *w)
 {
     if (w->searching)
         return true;
@@ -210,7 +209,7 @@ static bool transition_to_searching(struct ws_worker *w)
 
 /* The worker found work and stops searching: true when it was the last
  * searcher. */
-static bool transition_from_searching(struct ws_worker *w)
+static inline bool transition_from_searching(struct ws_worker *w)
 {
     w->searching = false;
     uint64_t prev = atomic_fetch_sub_explicit(&w->rt->idle_state, IDLE_SEARCHING_ONE, memory_order_seq_cst);
@@ -218,7 +217,7 @@ static bool transition_from_searching(struct ws_worker *w)
 }
 
 /* Is there work anywhere this worker could take? */
-static bool work_anywhere(struct ws_runtime *rt)
+static inline bool work_anywhere(struct ws_runtime *rt)
 {
     if (injector_len(&rt->injector) > 0)
         return true;
@@ -230,7 +229,7 @@ static bool work_anywhere(struct ws_runtime *rt)
 
 /* Back from sleeping (or from announcing it): count ourselves awake and
  * searching, unless the notifier already did. */
-static void unannounce(struct ws_worker *w)
+static inline void unannounce(struct ws_worker *w)
 {
     struct ws_runtime *rt = w->rt;
     pthread_mutex_lock(&rt->idle_lock);
@@ -250,7 +249,7 @@ static void unannounce(struct ws_worker *w)
 }
 
 /* Nothing to do: announce, look again, park. */
-static void park_idle(struct ws_worker *w)
+static inline void park_idle(struct ws_worker *w)
 {
     struct ws_runtime *rt = w->rt;
     test_point(rt, WS_TEST_BEFORE_PARK, w->index);
@@ -277,7 +276,7 @@ static void park_idle(struct ws_worker *w)
 /* The worker's own thread: onto its deque; when full, the older half moves
  * to the injector (each item its own steal CAS: thieves may be at the top
  * too) and the new task stays local, where it is hot. */
-static void push_local(struct ws_worker *w, struct task *t)
+static inline void push_local(struct ws_worker *w, struct task *t)
 {
     /* BEGIN STUDENT: push; when full, steal_half from your own deque into the injector, then push (docs/07-work-stealing.md#overflow) */
     if (deque_push(&w->deque, t))
@@ -291,9 +290,9 @@ static void push_local(struct ws_worker *w, struct task *t)
 
 static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reason why)
 {
+    /* BEGIN STUDENT: not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes) */
     struct ws_runtime *rt = rt_of(s);
     struct ws_worker *w = current;
-    /* BEGIN STUDENT: not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes) */
     if (!w || w->rt != rt || why == SCHEDULE_YIELD) {
         injector_push(&rt->injector, t); /* the queue reference moves in */
         notify_parked(rt);
@@ -336,12 +335,12 @@ static const struct scheduler_vtable ws_scheduler_vtable = {
 /* Every WS_INJECTOR_INTERVAL ticks: the injector first (fairness), and a
  * look at the driver if nobody is in it (timers fire even when every worker
  * is busy). Otherwise the deque, then the injector. */
-static struct task *next_task(struct ws_worker *w)
+static inline struct task *next_task(struct ws_worker *w)
 {
-    struct ws_runtime *rt = w->rt;
-    struct task *t;
     w->tick++;
     /* BEGIN STUDENT: every 61st tick the injector comes first; else the deque, then the injector (docs/07-work-stealing.md#fairness) */
+    struct ws_runtime *rt = w->rt;
+    struct task *t;
     if (w->tick % WS_INJECTOR_INTERVAL == 0) {
         if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
             driver_park(rt->driver, 0); /* fire what is due; returns at once */
@@ -358,10 +357,10 @@ static struct task *next_task(struct ws_worker *w)
 
 /* Steal half of a random victim's deque (then the others in turn), then the
  * injector. */
-static struct task *search(struct ws_worker *w)
+static inline struct task *search(struct ws_worker *w)
 {
-    struct ws_runtime *rt = w->rt;
     /* BEGIN STUDENT: become a searcher (if allowed); from a random victim on, steal half; keep the oldest to run, push the rest; then the injector (docs/07-work-stealing.md#stealing) */
+    struct ws_runtime *rt = w->rt;
     if (transition_to_searching(w) && rt->nworkers > 1) {
         unsigned n = rt->nworkers;
         unsigned start = (unsigned)(xorshift(&w->rng) % n);
@@ -383,10 +382,10 @@ static struct task *search(struct ws_worker *w)
 
 /* Runs t, then whatever its poll put in the LIFO slot, at most WS_LIFO_CAP
  * times in a row. */
-static void run_task(struct ws_worker *w, struct task *t)
+static inline void run_task(struct ws_worker *w, struct task *t)
 {
-    struct ws_runtime *rt = w->rt;
     /* BEGIN STUDENT: stop searching (the last searcher wakes another: Tokio 4383); budget before every poll; then the LIFO slot, capped (docs/07-work-stealing.md#running-a-task) */
+    struct ws_runtime *rt = w->rt;
     if (w->searching && transition_from_searching(w))
         notify_parked(rt); /* we were the last searcher: more work may be queued */
     w->in_task = true;

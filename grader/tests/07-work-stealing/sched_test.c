@@ -110,8 +110,8 @@ static enum poll step_filler(void *arg, struct context *cx, unsigned nth)
     return POLL_READY;
 }
 
-/* A and B: each poll logs, spawns a filler (onto the deque, newer than
- * anything there), then wakes the other. */
+/* A and B: each poll logs, wakes the other, then spawns a filler (onto the
+ * deque, newer than anything there, the wake included if it went there). */
 static enum poll step_pp(struct pp *p, int me, struct context *cx, unsigned nth)
 {
     slot_store(&p->slot[me], cx);
@@ -124,8 +124,8 @@ static enum poll step_pp(struct pp *p, int me, struct context *cx, unsigned nth)
         slot_wake(&p->slot[1 - me]); /* let the other finish too */
         return POLL_READY;
     }
-    join_handle_drop(spawn_step(p->rt, step_filler, p));
     slot_wake(&p->slot[1 - me]);
+    join_handle_drop(spawn_step(p->rt, step_filler, p)); /* newer than the wake */
     return POLL_PENDING;
 }
 static enum poll step_a(void *arg, struct context *cx, unsigned nth) { return step_pp(arg, 0, cx, nth); }
@@ -600,4 +600,56 @@ LAB_TEST(shutdown, pending_parked_and_queued, 20)
     struct alloc_counts c = alloc_count_stop();
     cr_assert_eq(c.allocs, c.frees, "%llu allocations but %llu frees across a runtime's life: something leaked",
                  (unsigned long long)c.allocs, (unsigned long long)c.frees);
+}
+
+/* ---- the driver: timers fire while the workers idle --------------------------------------- */
+
+#include "parker.h"
+#include "sleep.h"
+#include "time_driver.h"
+
+struct nap {
+    struct sleep s;
+    atomic_uint *done;
+};
+
+static enum poll nap_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct nap *n = self;
+    if (sleep_poll(&n->s, cx) == POLL_PENDING)
+        return POLL_PENDING;
+    atomic_fetch_add(n->done, 1);
+    return POLL_READY;
+}
+static void nap_drop(void *self) { sleep_drop(&((struct nap *)self)->s); }
+static const struct future_vtable nap_vt = FUTURE_VTABLE_INIT(struct nap, 0, nap_poll, nap_drop);
+
+LAB_TEST(driver, sleeps_fire_on_idle_workers, 10)
+{
+    struct parker *p = parker_new();
+    struct time_driver *td = time_driver_new(parker_driver(p));
+    cr_assert(p && td, "parker_new or time_driver_new failed");
+    struct ws_runtime *rt = ws_runtime_new(2, time_driver_driver(td));
+    cr_assert_not_null(rt, "ws_runtime_new failed");
+    atomic_uint done;
+    atomic_init(&done, 0);
+    unsigned n = 20;
+    struct join_handle *jh[20];
+    uint64_t t0 = monotonic_ns();
+    for (unsigned i = 0; i < n; i++) {
+        struct nap nap = { .s = sleep_for(td, (uint64_t)(5 + i) * 1000000u), .done = &done };
+        jh[i] = ws_spawn(rt, future_of(&nap_vt, &nap), NULL);
+        cr_assert_not_null(jh[i], "ws_spawn failed");
+    }
+    bool ok = true;
+    for (unsigned i = 0; i < n; i++)
+        ok = join_within(jh[i], SCALED_MS(3000)) && ok;
+    uint64_t took = monotonic_ns() - t0;
+    cr_assert(ok, "%u of %u sleeps of 5-25 ms never finished on an idle runtime: one idle worker must park in "
+              "the driver (the time driver here), so that timers fire", n - atomic_load(&done), n);
+    cr_assert_geq(took, 24u * 1000000u, "the sleeps ended after %.1f ms, before the longest deadline", took / 1e6);
+    ws_runtime_free(rt);
+    time_driver_free(td);
+    parker_release(p);
 }

@@ -1,0 +1,180 @@
+/* deque.c - stage 07: the Chase–Lev deque (deque.h).
+ *
+ * Two kinds of code live here. The small helpers at the top are given: they
+ * name every access to top and bottom with its memory order, and they carry
+ * two things that are not part of the algorithm:
+ *   - ThreadSanitizer does not model standalone fences (gcc refuses
+ *     atomic_thread_fence under -fsanitize=thread with -Werror). Under TSan
+ *     (__SANITIZE_THREAD__) each seq_cst fence becomes a seq_cst
+ *     read-modify-write of one word of the deque (all such RMWs are totally
+ *     ordered and each synchronizes with the one before: the same
+ *     "one of the two fences comes first" the proof uses), and the release
+ *     fence of push becomes a release store of bottom. Every other lane runs
+ *     the fenced code of the paper.
+ *   - A test may turn on a simulated store buffer (deque_test_delay_stores):
+ *     the owner's stores to bottom then stay invisible to thieves until the
+ *     owner's next seq_cst fence, exactly what an x86 store buffer does to a
+ *     plain store. That is how the grader shows, every run, what the take's
+ *     fence is for (docs/07-work-stealing.md#why-take-needs-its-fence).
+ *
+ * The algorithm itself (push, take, steal, steal_half) is yours.
+ */
+#include "deque.h"
+#include "lab_todo.h"
+
+#define MASK ((int64_t)DEQUE_CAPACITY - 1)
+
+/* ---- given: accessors with their orders -------------------------------------- */
+
+#ifdef __SANITIZE_THREAD__
+#define BOTTOM_STORE_ORDER memory_order_release /* stands in for push's release fence */
+#else
+#define BOTTOM_STORE_ORDER memory_order_relaxed /* the fences order it */
+#endif
+
+/* The owner's store of bottom (relaxed: the fences around it give the order;
+ * release under TSan). Goes to the simulated store buffer when a test asks. */
+static inline void bottom_store(struct deque *d, int64_t v)
+{
+    if (d->test_delay) {
+        d->delayed = true;
+        d->delayed_bottom = v;
+        return;
+    }
+    atomic_store_explicit(&d->bottom, v, BOTTOM_STORE_ORDER);
+}
+
+/* The owner's own view of bottom: relaxed (only the owner writes it), and it
+ * sees its own buffered store first, as a CPU forwards from its store buffer. */
+static inline int64_t own_bottom(struct deque *d)
+{
+    if (d->delayed)
+        return d->delayed_bottom;
+    return atomic_load_explicit(&d->bottom, memory_order_relaxed);
+}
+
+/* A thief's load of bottom: acquire, pairs with push's release fence (or its
+ * release store under TSan): the slot written before bottom moved is seen. */
+static inline int64_t thief_bottom(struct deque *d)
+{
+    return atomic_load_explicit(&d->bottom, memory_order_acquire);
+}
+
+static inline void flush_store_buffer(struct deque *d)
+{
+    if (d->delayed) {
+        d->delayed = false;
+        atomic_store_explicit(&d->bottom, d->delayed_bottom, BOTTOM_STORE_ORDER);
+    }
+}
+
+/* The full fence, on the owner's side (take). Drains the simulated buffer,
+ * as the real fence drains the real one. */
+static inline void owner_fence_seq_cst(struct deque *d)
+{
+    flush_store_buffer(d);
+#ifdef __SANITIZE_THREAD__
+    atomic_fetch_add_explicit(&d->fence_word, 0, memory_order_seq_cst);
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/* The full fence, on a thief's side (steal). A thief cannot drain the
+ * owner's store buffer: no flush here. */
+static inline void thief_fence_seq_cst(struct deque *d)
+{
+#ifdef __SANITIZE_THREAD__
+    atomic_fetch_add_explicit(&d->fence_word, 0, memory_order_seq_cst);
+#else
+    (void)d;
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/* push's release fence: the slot store before the bottom store. Under TSan
+ * the bottom store itself is a release store instead. */
+static inline void fence_release(void)
+{
+#ifndef __SANITIZE_THREAD__
+    atomic_thread_fence(memory_order_release);
+#endif
+}
+
+static inline void test_point(struct deque *d, enum deque_test_point where)
+{
+    if (__builtin_expect(d->test_hook != NULL, 0))
+        d->test_hook(d, where, d->test_arg);
+}
+
+void deque_init(struct deque *d)
+{
+    atomic_init(&d->top, 0);
+    atomic_init(&d->bottom, 0);
+    for (int i = 0; i < DEQUE_CAPACITY; i++)
+        atomic_init(&d->buf[i], NULL);
+    d->test_hook = NULL;
+    d->test_arg = NULL;
+    d->test_delay = false;
+    d->delayed = false;
+    d->delayed_bottom = 0;
+#ifdef __SANITIZE_THREAD__
+    atomic_init(&d->fence_word, 0);
+#endif
+}
+
+/* ---- the algorithm ------------------------------------------------------------- */
+
+bool deque_push(struct deque *d, void *item)
+{
+    (void)d;
+    (void)item;
+    LAB_TODO("full when bottom - top reaches the capacity; slot (relaxed), release fence, bottom + 1 (docs/07-work-stealing.md#push)");
+}
+
+void *deque_take(struct deque *d)
+{
+    (void)d;
+    LAB_TODO("reserve bottom - 1, the seq_cst fence, then read top: more than one left is ours, the last one is raced for with a CAS on top, none restores bottom (docs/07-work-stealing.md#take)");
+}
+
+enum deque_steal deque_steal(struct deque *d, void **out)
+{
+    (void)d;
+    (void)out;
+    LAB_TODO("top (acquire), seq_cst fence, bottom (acquire); read the slot BEFORE the CAS that moves top by one (docs/07-work-stealing.md#steal)");
+}
+
+size_t deque_steal_half(struct deque *d, void **out, size_t max)
+{
+    (void)d;
+    (void)out;
+    (void)max;
+    LAB_TODO("count what is there, then that many single steals (each its own CAS), never one CAS moving top by k (docs/07-work-stealing.md#steal-half)");
+}
+
+size_t deque_len(struct deque *d)
+{
+    /* acquire loads: a snapshot good enough for "is there work?" */
+    int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
+    int64_t b = atomic_load_explicit(&d->bottom, memory_order_acquire);
+    return b > t ? (size_t)(b - t) : 0;
+}
+
+/* ---- test hooks ---- */
+
+void deque_test_set_hook(struct deque *d, deque_test_hook_fn fn, void *arg)
+{
+    d->test_arg = arg;
+    d->test_hook = fn;
+}
+
+void deque_test_delay_stores(struct deque *d, bool on)
+{
+    if (!on)
+        flush_store_buffer(d);
+    d->test_delay = on;
+}
+
+int64_t deque_test_top(struct deque *d) { return atomic_load_explicit(&d->top, memory_order_relaxed); }
+int64_t deque_test_bottom(struct deque *d) { return atomic_load_explicit(&d->bottom, memory_order_relaxed); }

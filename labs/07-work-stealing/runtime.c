@@ -1,0 +1,498 @@
+/* runtime.c - stage 07: workers, the LIFO slot, stealing, the idle protocol,
+ * the budget and shutdown (runtime.h).
+ *
+ * Who touches what:
+ *   worker fields marked "own": that worker's thread only, no atomics;
+ *   deque: push/take by its worker, steals by anyone (deque.h);
+ *   lifo: an atomic pointer; only its worker reads or writes it (atomic so
+ *     that shutdown, after the join, and a debugger can look without a race);
+ *   injector: its own mutex (injector.h);
+ *   idle_state, sleepers: the idle protocol below;
+ *   owned list: owned_lock.
+ *
+ * The idle protocol (docs/07-work-stealing.md#the-idle-protocol). The
+ * state is one word, idle_state = (unparked << 16) | searching, changed only
+ * by seq_cst read-modify-writes, so all its changes are in one total order
+ * that every reader agrees on:
+ *
+ *   a thread that makes work           a worker that finds none
+ *   ------------------------           ------------------------
+ *   push the task                      announce: unparked - 1 (and
+ *   RMW idle_state (seq_cst)             searching - 1), join the sleepers
+ *   searching > 0? someone will        RMW idle_state (seq_cst)
+ *     find it: done                    look at every queue again
+ *   else pop a sleeper, count it as    work? take the announcement back
+ *     unparked and searching, and      else park
+ *     unpark it
+ *
+ * The two RMWs are ordered one way or the other. Pusher first: the worker's
+ * RMW synchronizes with it, so its second look sees the task. Worker first:
+ * the pusher's RMW reads the announcement, so it wakes a sleeper. A notify
+ * that saw a searcher is safe because that searcher, when it finds work and
+ * stops searching as the last one, wakes another (Tokio issue 4383), and
+ * when it finds none, looks again after announcing.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block_on.h"
+#include "coop.h"
+#include "deque.h"
+#include "injector.h"
+#include "parker.h"
+#include "runtime.h"
+#include "lab_todo.h"
+
+enum { PARK_EMPTY, PARK_CONDVAR, PARK_DRIVER, PARK_NOTIFIED };
+
+#define IDLE_SEARCHING_ONE UINT64_C(1)
+#define IDLE_UNPARKED_ONE (UINT64_C(1) << 16)
+#define IDLE_SEARCHING_MASK UINT64_C(0xffff)
+
+static inline uint64_t idle_searching(uint64_t s) { return s & IDLE_SEARCHING_MASK; }
+static inline uint64_t idle_unparked(uint64_t s) { return s >> 16; }
+
+struct ws_worker {
+    struct deque deque;               /* first: aligned to 64 */
+    _Atomic(struct task *) lifo;      /* the LIFO slot: one queue reference, or NULL */
+    struct ws_runtime *rt;
+    unsigned index;
+    /* own */
+    unsigned tick;                    /* tasks taken so far (fairness) */
+    uint64_t rng;                     /* victim choice */
+    bool searching;                   /* counted as searching in idle_state */
+    bool in_task;                     /* inside run_task: a wake may use the LIFO slot */
+    bool sleeping;                    /* in rt->sleepers (idle_lock) */
+    struct task *spill[DEQUE_CAPACITY / 2 + 1]; /* steal and overflow batches */
+    /* parking */
+    _Atomic int park_state;           /* PARK_*: seq_cst, see worker_park */
+    pthread_mutex_t park_lock;        /* makes the condvar handshake atomic */
+    pthread_cond_t park_cond;         /* signalled when park_state becomes NOTIFIED */
+    pthread_t thread;
+};
+
+struct ws_runtime {
+    struct scheduler sched;           /* first: a task's scheduler pointer is the runtime */
+    struct driver driver;             /* borrowed, or own_parker's */
+    struct parker *own_parker;
+    unsigned nworkers;
+    struct ws_worker *workers;        /* aligned array of nworkers */
+    struct injector injector;
+    /* the idle protocol (docs/07-work-stealing.md#the-idle-protocol) */
+    _Atomic uint64_t idle_state;      /* (unparked << 16) | searching; seq_cst RMWs */
+    pthread_mutex_t idle_lock;        /* protects sleepers, nsleepers, worker->sleeping */
+    unsigned sleepers[WS_MAX_WORKERS];
+    unsigned nsleepers;
+    _Atomic bool driver_busy;         /* a worker is inside the driver (only one may be) */
+    _Atomic bool shutdown;            /* workers leave their loop */
+    pthread_mutex_t owned_lock;       /* protects owned, live, closing */
+    struct task *owned;               /* every task not yet complete: one list reference each */
+    size_t live;
+    bool closing;
+    _Atomic(ws_test_hook_fn) test_hook; /* set while workers run: acquire/release */
+    void *test_arg;
+};
+
+/* The worker running on this thread, or NULL: own thread only. */
+static _Thread_local struct ws_worker *current;
+
+static inline struct ws_runtime *rt_of(struct scheduler *s) { return (struct ws_runtime *)s; }
+
+static inline void test_point(struct ws_runtime *rt, enum ws_test_point p, unsigned idx)
+{
+    /* acquire: pairs with ws_test_set_hook's release, so test_arg is seen */
+    ws_test_hook_fn fn = atomic_load_explicit(&rt->test_hook, memory_order_acquire);
+    if (__builtin_expect(fn != NULL, 0))
+        fn(rt, p, idx, rt->test_arg);
+}
+
+static inline uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* ---- parking one worker ------------------------------------------------------- */
+
+/* Wakes w if it is parked; else makes its next park return at once. */
+static inline void worker_unpark(struct ws_worker *w)
+{
+    /* seq_cst: pairs with the parker's CAS into PARKED_*; and what we did
+     * before (pushed a task, set shutdown) is seen when it wakes */
+    int prev = atomic_exchange_explicit(&w->park_state, PARK_NOTIFIED, memory_order_seq_cst);
+    if (prev == PARK_CONDVAR) {
+        /* The parker holds park_lock from its check to its wait: taking it
+         * here means it is waiting (or saw NOTIFIED): the signal is not lost. */
+        pthread_mutex_lock(&w->park_lock);
+        pthread_mutex_unlock(&w->park_lock);
+        pthread_cond_signal(&w->park_cond);
+    } else if (prev == PARK_DRIVER) {
+        driver_unpark(w->rt->driver); /* its token is not lost either (driver.h) */
+    }
+}
+
+/* Sleeps until worker_unpark (or a spurious return). The first idle worker
+ * to get here parks in the driver, so timers (and I/O) still fire; the
+ * others on their condition variable. */
+static inline void worker_park(struct ws_worker *w)
+{
+    struct ws_runtime *rt = w->rt;
+    int expect = PARK_EMPTY;
+    /* acquire: pairs with the release store that gave the driver back */
+    if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
+        if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_DRIVER,
+                                                    memory_order_seq_cst, memory_order_seq_cst))
+            driver_park(rt->driver, DRIVER_PARK_FOREVER);
+        atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
+        atomic_store_explicit(&rt->driver_busy, false, memory_order_release);    /* give it back */
+        return;
+    }
+    pthread_mutex_lock(&w->park_lock);
+    if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_CONDVAR,
+                                                memory_order_seq_cst, memory_order_seq_cst)) {
+        while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR)
+            pthread_cond_wait(&w->park_cond, &w->park_lock);
+    }
+    atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
+    pthread_mutex_unlock(&w->park_lock);
+}
+
+/* ---- the idle protocol ---------------------------------------------------------- */
+
+/* Someone made work that any worker could run: wake a sleeper, unless a
+ * worker is already searching (it will find the work, or wake another). */
+static inline void notify_parked(struct ws_runtime *rt)
+{
+    (void)rt;
+    LAB_TODO("one seq_cst RMW to read the state after the push; a searcher or nobody asleep: done; else, under the lock, pop a sleeper, count it unparked and searching, unpark it (docs/07-work-stealing.md#the-idle-protocol)");
+}
+
+/* At most half the workers search at once (Tokio's rule): more would only
+ * fight over the same victims. */
+static inline bool transition_to_searching(struct ws_worker *w)
+{
+    if (w->searching)
+        return true;
+    struct ws_runtime *rt = w->rt;
+    uint64_t s = atomic_load_explicit(&rt->idle_state, memory_order_seq_cst);
+    if (2 * idle_searching(s) >= rt->nworkers)
+        return false;
+    atomic_fetch_add_explicit(&rt->idle_state, IDLE_SEARCHING_ONE, memory_order_seq_cst);
+    w->searching = true;
+    return true;
+}
+
+/* The worker found work and stops searching: true when it was the last
+ * searcher. */
+static inline bool transition_from_searching(struct ws_worker *w)
+{
+    w->searching = false;
+    uint64_t prev = atomic_fetch_sub_explicit(&w->rt->idle_state, IDLE_SEARCHING_ONE, memory_order_seq_cst);
+    return idle_searching(prev) == 1;
+}
+
+/* Is there work anywhere this worker could take? */
+static inline bool work_anywhere(struct ws_runtime *rt)
+{
+    if (injector_len(&rt->injector) > 0)
+        return true;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        if (deque_len(&rt->workers[i].deque) > 0)
+            return true;
+    return false;
+}
+
+/* Back from sleeping (or from announcing it): count ourselves awake and
+ * searching, unless the notifier already did. */
+static inline void unannounce(struct ws_worker *w)
+{
+    struct ws_runtime *rt = w->rt;
+    pthread_mutex_lock(&rt->idle_lock);
+    if (w->sleeping) {
+        for (unsigned i = 0; i < rt->nsleepers; i++) {
+            if (rt->sleepers[i] == w->index) {
+                rt->sleepers[i] = rt->sleepers[--rt->nsleepers];
+                break;
+            }
+        }
+        w->sleeping = false;
+        atomic_fetch_add_explicit(&rt->idle_state, IDLE_UNPARKED_ONE | IDLE_SEARCHING_ONE,
+                                  memory_order_seq_cst);
+    }
+    pthread_mutex_unlock(&rt->idle_lock);
+    w->searching = true; /* either way we are counted as searching now */
+}
+
+/* Nothing to do: announce, look again, park. */
+static inline void park_idle(struct ws_worker *w)
+{
+    struct ws_runtime *rt = w->rt;
+    test_point(rt, WS_TEST_BEFORE_PARK, w->index);
+    (void)w;
+    LAB_TODO("announce (leave the searching and unparked counts, join the sleepers) with a seq_cst RMW; look at every queue again; work: take the announcement back; else park, then count yourself awake (docs/07-work-stealing.md#the-idle-protocol)");
+    test_point(rt, WS_TEST_UNPARKED, w->index);
+}
+
+/* ---- queues ---------------------------------------------------------------------- */
+
+/* The worker's own thread: onto its deque; when full, the older half moves
+ * to the injector (each item its own steal CAS: thieves may be at the top
+ * too) and the new task stays local, where it is hot. */
+static inline void push_local(struct ws_worker *w, struct task *t)
+{
+    (void)w;
+    (void)t;
+    LAB_TODO("push; when full, steal_half from your own deque into the injector, then push (docs/07-work-stealing.md#overflow)");
+}
+
+static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reason why)
+{
+    (void)s;
+    (void)t;
+    (void)why;
+    LAB_TODO("not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes)");
+}
+
+static void ws_release(struct scheduler *s, struct task *t)
+{
+    struct ws_runtime *rt = rt_of(s);
+    pthread_mutex_lock(&rt->owned_lock);
+    if (t->owned_prev)
+        t->owned_prev->owned_next = t->owned_next;
+    else
+        rt->owned = t->owned_next;
+    if (t->owned_next)
+        t->owned_next->owned_prev = t->owned_prev;
+    t->owned_prev = t->owned_next = NULL;
+    rt->live--;
+    pthread_mutex_unlock(&rt->owned_lock);
+}
+
+static const struct scheduler_vtable ws_scheduler_vtable = {
+    .schedule = ws_schedule,
+    .release = ws_release,
+};
+
+/* ---- the worker loop ------------------------------------------------------------- */
+
+/* Every WS_INJECTOR_INTERVAL ticks: the injector first (fairness), and a
+ * look at the driver if nobody is in it (timers fire even when every worker
+ * is busy). Otherwise the deque, then the injector. */
+static inline struct task *next_task(struct ws_worker *w)
+{
+    w->tick++;
+    (void)w;
+    LAB_TODO("every 61st tick the injector comes first; else the deque, then the injector (docs/07-work-stealing.md#fairness)");
+}
+
+/* Steal half of a random victim's deque (then the others in turn), then the
+ * injector. */
+static inline struct task *search(struct ws_worker *w)
+{
+    (void)w;
+    LAB_TODO("become a searcher (if allowed); from a random victim on, steal half; keep the oldest to run, push the rest; then the injector (docs/07-work-stealing.md#stealing)");
+}
+
+/* Runs t, then whatever its poll put in the LIFO slot, at most WS_LIFO_CAP
+ * times in a row. */
+static inline void run_task(struct ws_worker *w, struct task *t)
+{
+    (void)w;
+    (void)t;
+    LAB_TODO("stop searching (the last searcher wakes another: Tokio 4383); budget before every poll; then the LIFO slot, capped (docs/07-work-stealing.md#running-a-task)");
+}
+
+static void *worker_main(void *arg)
+{
+    struct ws_worker *w = arg;
+    struct ws_runtime *rt = w->rt;
+    current = w;
+    /* acquire: pairs with ws_runtime_free's release store */
+    while (!atomic_load_explicit(&rt->shutdown, memory_order_acquire)) {
+        struct task *t = next_task(w);
+        if (!t)
+            t = search(w);
+        if (t) {
+            run_task(w, t);
+            continue;
+        }
+        park_idle(w);
+    }
+    current = NULL;
+    return NULL;
+}
+
+/* ---- creating and freeing ---------------------------------------------------------- */
+
+static void stop_workers(struct ws_runtime *rt, unsigned started)
+{
+    /* release: the workers' loads of shutdown see everything before it */
+    atomic_store_explicit(&rt->shutdown, true, memory_order_release);
+    for (unsigned i = 0; i < started; i++)
+        worker_unpark(&rt->workers[i]); /* a park after this returns at once */
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(rt->workers[i].thread, NULL);
+}
+
+static void free_memory(struct ws_runtime *rt)
+{
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        pthread_mutex_destroy(&rt->workers[i].park_lock);
+        pthread_cond_destroy(&rt->workers[i].park_cond);
+    }
+    injector_destroy(&rt->injector);
+    pthread_mutex_destroy(&rt->idle_lock);
+    pthread_mutex_destroy(&rt->owned_lock);
+    if (rt->own_parker)
+        parker_release(rt->own_parker); /* -1: ours */
+    free(rt->workers);
+    free(rt);
+}
+
+struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
+{
+    if (workers == 0 || workers > WS_MAX_WORKERS)
+        return NULL;
+    struct ws_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return NULL;
+    size_t bytes = (sizeof(struct ws_worker) * workers + 63) / 64 * 64;
+    rt->workers = aligned_alloc(64, bytes);
+    if (!rt->workers) {
+        free(rt);
+        return NULL;
+    }
+    memset(rt->workers, 0, bytes);
+    rt->sched.vtable = &ws_scheduler_vtable;
+    rt->driver = driver;
+    rt->nworkers = workers;
+    injector_init(&rt->injector);
+    pthread_mutex_init(&rt->idle_lock, NULL);
+    pthread_mutex_init(&rt->owned_lock, NULL);
+    /* every worker starts awake, not searching */
+    atomic_init(&rt->idle_state, (uint64_t)workers * IDLE_UNPARKED_ONE);
+    atomic_init(&rt->driver_busy, false);
+    atomic_init(&rt->shutdown, false);
+    for (unsigned i = 0; i < workers; i++) {
+        struct ws_worker *w = &rt->workers[i];
+        deque_init(&w->deque);
+        atomic_init(&w->lifo, NULL);
+        atomic_init(&w->park_state, PARK_EMPTY);
+        pthread_mutex_init(&w->park_lock, NULL);
+        pthread_cond_init(&w->park_cond, NULL);
+        w->rt = rt;
+        w->index = i;
+        w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
+    }
+    for (unsigned i = 0; i < workers; i++) {
+        if (pthread_create(&rt->workers[i].thread, NULL, worker_main, &rt->workers[i]) != 0) {
+            stop_workers(rt, i);
+            free_memory(rt);
+            return NULL;
+        }
+    }
+    return rt;
+}
+
+struct ws_runtime *ws_runtime_new_default(unsigned workers)
+{
+    struct parker *p = parker_new(); /* our reference, released by free */
+    if (!p)
+        return NULL;
+    struct ws_runtime *rt = ws_runtime_new(workers, parker_driver(p));
+    if (!rt) {
+        parker_release(p);
+        return NULL;
+    }
+    rt->own_parker = p;
+    return rt;
+}
+
+void ws_runtime_free(struct ws_runtime *rt)
+{
+    if (current) {
+        fputs("ws_runtime_free: called from a worker thread\n", stderr);
+        abort();
+    }
+    pthread_mutex_lock(&rt->owned_lock);
+    rt->closing = true; /* no more spawns */
+    pthread_mutex_unlock(&rt->owned_lock);
+    (void)rt;
+    LAB_TODO("stop and join the workers; then cancel every owned task; then give back every queue entry: deques, LIFO slots, injector (docs/07-work-stealing.md#shutdown)");
+    free_memory(rt);
+}
+
+/* ---- spawning -------------------------------------------------------------------------- */
+
+struct join_handle *ws_spawn(struct ws_runtime *rt, struct future fut, task_output_drop_fn drop_output)
+{
+    struct join_handle *jh;
+    pthread_mutex_lock(&rt->owned_lock);
+    if (rt->closing) {
+        pthread_mutex_unlock(&rt->owned_lock);
+        return NULL;
+    }
+    struct task *t = task_new(&rt->sched, fut, drop_output, &jh);
+    if (!t) {
+        pthread_mutex_unlock(&rt->owned_lock);
+        return NULL;
+    }
+    /* the list reference, at the head */
+    t->owned_prev = NULL;
+    t->owned_next = rt->owned;
+    if (rt->owned)
+        rt->owned->owned_prev = t;
+    rt->owned = t;
+    rt->live++;
+    pthread_mutex_unlock(&rt->owned_lock);
+    /* the queue reference */
+    ws_schedule(&rt->sched, t, SCHEDULE_SPAWN);
+    return jh;
+}
+
+bool ws_block_on(struct ws_runtime *rt, struct future fut, void *out)
+{
+    struct join_handle *jh = ws_spawn(rt, fut, NULL);
+    if (!jh)
+        return false;
+    struct join_future jf;
+    join_future_init(&jf, jh, out);
+    enum join_status st = JOIN_CANCELLED;
+    block_on(join_future_as_future(&jf), &st);
+    join_handle_drop(jh);
+    return st == JOIN_OK;
+}
+
+struct ws_runtime *ws_current(void) { return current ? current->rt : NULL; }
+int ws_current_worker(void) { return current ? (int)current->index : -1; }
+unsigned ws_workers(struct ws_runtime *rt) { return rt->nworkers; }
+
+/* ---- test hooks ---- */
+
+void ws_test_set_hook(struct ws_runtime *rt, ws_test_hook_fn fn, void *arg)
+{
+    if (fn)
+        rt->test_arg = arg;
+    atomic_store_explicit(&rt->test_hook, fn, memory_order_release);
+}
+
+unsigned ws_test_sleepers(struct ws_runtime *rt)
+{
+    pthread_mutex_lock(&rt->idle_lock);
+    unsigned n = rt->nsleepers;
+    pthread_mutex_unlock(&rt->idle_lock);
+    return n;
+}
+
+size_t ws_test_live_tasks(struct ws_runtime *rt)
+{
+    pthread_mutex_lock(&rt->owned_lock);
+    size_t n = rt->live;
+    pthread_mutex_unlock(&rt->owned_lock);
+    return n;
+}
