@@ -1,5 +1,6 @@
 /* perf_test.c - serial: two workers against one on a CPU-bound task tree,
  * measured in the same run (a ratio, so the machine's speed cancels out). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -84,6 +85,29 @@ static uint64_t tree(struct ws_runtime *rt, unsigned depth)
     return monotonic_ns() - t0;
 }
 
+/* The same leaves on plain threads: what two cores give right now. */
+struct raw_arg {
+    unsigned leaves;
+};
+static void *raw_thread(void *arg)
+{
+    struct raw_arg *r = arg;
+    for (unsigned i = 0; i < r->leaves; i++)
+        burn(leaf_iters);
+    return NULL;
+}
+static uint64_t raw(unsigned threads, unsigned leaves)
+{
+    pthread_t th[2];
+    struct raw_arg a = { .leaves = leaves / threads };
+    uint64_t t0 = monotonic_ns();
+    for (unsigned i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, raw_thread, &a);
+    for (unsigned i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+    return monotonic_ns() - t0;
+}
+
 LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
 {
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
@@ -95,8 +119,8 @@ LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
     struct ws_runtime *one = new_runtime(1), *two = new_runtime(2);
     tree(one, 4); /* warm up */
     tree(two, 4);
-    uint64_t best1 = UINT64_MAX, best2 = UINT64_MAX;
-    double ratio = 0;
+    uint64_t best1 = UINT64_MAX, best2 = UINT64_MAX, raw1 = UINT64_MAX, raw2 = UINT64_MAX;
+    double ratio = 0, machine = 0;
     uint64_t cpu2 = 0;
     for (int k = 0; k < 7; k++) {
         uint64_t a = tree(one, depth), b = tree(two, depth);
@@ -106,15 +130,31 @@ LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
             best1 = a;
         if (b < best2)
             best2 = b;
+        uint64_t r1 = raw(1, 1u << depth), r2 = raw(2, 1u << depth);
+        if (r1 < raw1)
+            raw1 = r1;
+        if (r2 < raw2)
+            raw2 = r2;
         ratio = (double)best1 / (double)best2;
+        machine = (double)raw1 / (double)raw2;
         if (k >= 2 && ratio >= 1.75)
             break;
     }
     lab_note("task tree of %u leaves: 1 worker %.2f ms, 2 workers %.2f ms (best of k, %.2f ms of CPU): "
-             "speed-up %.2f", 1u << depth, best1 / 1e6, best2 / 1e6, cpu2 / 1e6, ratio);
+             "speed-up %.2f; two plain threads on the same work: %.2f", 1u << depth, best1 / 1e6, best2 / 1e6,
+             cpu2 / 1e6, ratio, machine);
     ws_runtime_free(one);
     ws_runtime_free(two);
-    cr_assert_geq(ratio, 1.6, "two workers ran a CPU-bound task tree only %.2f times as fast as one (1: %.2f ms, "
-                  "2: %.2f ms); at least 1.6 was expected: idle workers must steal (half of a victim's deque) "
-                  "and be woken when work appears", ratio, best1 / 1e6, best2 / 1e6);
+    if (ratio >= 1.6)
+        return;
+    /* A loaded machine cannot give two cores: then judge against what two
+     * plain threads got in the same run, if that is still a real speed-up. */
+    cr_assert_geq(machine, 1.3, "cannot judge: the machine is loaded (two plain threads doing the same work were "
+                  "only %.2f times as fast as one; the runtime's two workers %.2f). Run again on a quiet machine",
+                  machine, ratio);
+    cr_assert_geq(ratio, 0.9 * machine, "two workers ran a CPU-bound task tree only %.2f times as fast as one "
+                  "(1: %.2f ms, 2: %.2f ms); 1.6 was expected (or, on this loaded machine, 90%% of the %.2f that "
+                  "two plain threads got): idle workers must steal (half of a victim's deque) and be woken when "
+                  "work appears", ratio, best1 / 1e6, best2 / 1e6, machine);
+    lab_note("judged against two plain threads (%.2f): the machine is loaded", machine);
 }
