@@ -20,6 +20,8 @@ command -v cargo >/dev/null 2>&1 || need="$need cargo"
 ls -d /usr/share/cargo/registry/tokio-1.* >/dev/null 2>&1 || need="$need librust-tokio-dev"
 # the timer benchmark's libuv side (libuv's timers: uv_timer_start/stop)
 [ -e /usr/include/uv.h ] || need="$need libuv1-dev"
+# stage 07's table: oneTBB's task_arena beside Tokio's multi_thread runtime
+[ -e /usr/include/oneapi/tbb/task_group.h ] || need="$need libtbb-dev"
 [ -z "$need" ] && exit 0
 
 echo "missing:$need" >&2
