@@ -233,8 +233,8 @@ void chan_recv_drop(struct chan_recv *r)
 
 void amutex_init(struct amutex *m)
 {
+    atomic_init(&m->state, 0);
     pthread_mutex_init(&m->lock, NULL);
-    m->locked = false;
     m->waiters.head = m->waiters.tail = NULL;
 }
 
@@ -251,13 +251,13 @@ enum poll amutex_lock_poll(struct amutex_lock *l, struct context *cx)
 {
     (void)l;
     (void)cx;
-    LAB_TODO("the budget first; granted by a handoff, or free: Ready; else wait (docs/07-work-stealing.md#the-mutex)");
+    LAB_TODO("the budget first; the fast path (a CAS from free); else under the lock: handed over, or take it by exchanging in \"contended\", or wait (docs/07-work-stealing.md#the-mutex)");
 }
 
 void amutex_unlock(struct amutex *m)
 {
     (void)m;
-    LAB_TODO("hand the mutex to the first waiter (it stays locked), or free it (docs/07-work-stealing.md#the-mutex)");
+    LAB_TODO("the fast path (a CAS from \"locked, no waiter\" to free); else under the lock hand it to the first waiter (it stays locked), or free it (docs/07-work-stealing.md#the-mutex)");
 }
 
 void amutex_lock_drop(struct amutex_lock *l)

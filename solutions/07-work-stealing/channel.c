@@ -287,8 +287,8 @@ void chan_recv_drop(struct chan_recv *r)
 
 void amutex_init(struct amutex *m)
 {
+    atomic_init(&m->state, 0);
     pthread_mutex_init(&m->lock, NULL);
-    m->locked = false;
     m->waiters.head = m->waiters.tail = NULL;
 }
 
@@ -303,16 +303,32 @@ void amutex_lock_init(struct amutex_lock *l, struct amutex *m)
 
 enum poll amutex_lock_poll(struct amutex_lock *l, struct context *cx)
 {
-    /* BEGIN STUDENT: the budget first; granted by a handoff, or free: Ready; else wait (docs/07-work-stealing.md#the-mutex) */
+    /* BEGIN STUDENT: the budget first; the fast path (a CAS from free); else under the lock: handed over, or take it by exchanging in "contended", or wait (docs/07-work-stealing.md#the-mutex) */
     if (!coop_proceed(cx))
         return POLL_PENDING;
     struct amutex *m = l->m;
-    pthread_mutex_lock(&m->lock);
-    if (l->w.notified || (!m->locked && !m->waiters.head)) {
-        /* a handoff left locked set for us; or it was free and nobody queued */
-        l->w.notified = false;
-        m->locked = true;
+    int expect = 0;
+    /* acquire: pairs with the release of the unlock that freed it */
+    if (!l->w.queued && !l->w.notified &&
+        atomic_compare_exchange_strong_explicit(&m->state, &expect, 1, memory_order_acquire,
+                                                memory_order_relaxed)) {
         l->held = true;
+        return POLL_READY;
+    }
+    pthread_mutex_lock(&m->lock);
+    if (l->w.notified) {
+        /* handed over by unlock: it stayed locked for us (the wake that
+         * brought us here ordered the holder's writes before ours) */
+        l->w.notified = false;
+        l->held = true;
+        pthread_mutex_unlock(&m->lock);
+        return POLL_READY;
+    }
+    /* acq_rel: acquire if it was free (the last holder's release), release
+     * so that the holder's unlock, which must now take the slow path, is
+     * ordered after our registration (the lock orders it anyway) */
+    if (!l->w.queued && atomic_exchange_explicit(&m->state, 2, memory_order_acq_rel) == 0) {
+        l->held = true; /* it was free: ours, marked contended (harmless) */
         pthread_mutex_unlock(&m->lock);
         return POLL_READY;
     }
@@ -324,11 +340,18 @@ enum poll amutex_lock_poll(struct amutex_lock *l, struct context *cx)
 
 void amutex_unlock(struct amutex *m)
 {
-    /* BEGIN STUDENT: hand the mutex to the first waiter (it stays locked), or free it (docs/07-work-stealing.md#the-mutex) */
+    /* BEGIN STUDENT: the fast path (a CAS from "locked, no waiter" to free); else under the lock hand it to the first waiter (it stays locked), or free it (docs/07-work-stealing.md#the-mutex) */
+    int expect = 1;
+    /* release: our critical section before the next holder's */
+    if (atomic_compare_exchange_strong_explicit(&m->state, &expect, 0, memory_order_release,
+                                                memory_order_relaxed))
+        return;
     pthread_mutex_lock(&m->lock);
     struct waker next = waitlist_pop_waker(&m->waiters);
-    if (waker_is_none(&next) && !m->waiters.head)
-        m->locked = false;
+    if (waker_is_none(&next))
+        atomic_store_explicit(&m->state, 0, memory_order_release); /* nobody waits: free */
+    else
+        atomic_store_explicit(&m->state, m->waiters.head ? 2 : 1, memory_order_relaxed); /* handed over */
     pthread_mutex_unlock(&m->lock);
     waker_wake(&next);
     /* END STUDENT */

@@ -24,6 +24,7 @@
 #define LAB_CHANNEL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,11 +80,15 @@ void chan_recv_drop(struct chan_recv *r);
 
 /* ---- the async mutex ----------------------------------------------------------
  * lock is a future: Ready when this task holds the mutex. unlock hands the
- * mutex straight to the first waiter (FIFO, no barging), or frees it.
+ * mutex straight to the first waiter (FIFO among waiters; a newcomer may take
+ * a free mutex on the fast path), or frees it.
  * Budget: each poll of a lock future calls coop_proceed first. */
 struct amutex {
-    pthread_mutex_t lock;  /* protects locked, waiters */
-    bool locked;
+    /* 0 free, 1 locked with no waiter, 2 locked and maybe waiters. The fast
+     * paths are one CAS each (0->1 to lock, 1->0 to unlock); anything else
+     * goes through the lock. */
+    _Atomic int state;
+    pthread_mutex_t lock;  /* protects waiters, and state's moves away from 2 */
     struct waitlist waiters;
 };
 struct amutex_lock {
