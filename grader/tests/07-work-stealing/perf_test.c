@@ -30,6 +30,7 @@ static void burn(unsigned iters)
 }
 
 static unsigned leaf_iters;
+static atomic_uint leaves_by[2]; /* leaves run by worker 0 and worker 1 */
 
 static enum poll node_poll(void *self, struct context *cx, void *out);
 static void node_drop(void *self)
@@ -54,6 +55,9 @@ static enum poll node_poll(void *self, struct context *cx, void *out)
     (void)out;
     struct node *n = self;
     if (n->depth == 0) {
+        int w = ws_current_worker();
+        if (w >= 0 && w < 2)
+            atomic_fetch_add_explicit(&leaves_by[w], 1, memory_order_relaxed);
         burn(leaf_iters);
         return POLL_READY;
     }
@@ -79,6 +83,8 @@ static uint64_t last_cpu; /* process CPU time of the last tree: the test's threa
 static uint64_t tree(struct ws_runtime *rt, unsigned depth)
 {
     struct node root = { .depth = depth };
+    atomic_store(&leaves_by[0], 0);
+    atomic_store(&leaves_by[1], 0);
     uint64_t c0 = process_cpu_ns(), t0 = monotonic_ns();
     cr_assert(ws_block_on(rt, future_of(&node_vt, &root), NULL), "the task tree did not complete");
     last_cpu = process_cpu_ns() - c0;
@@ -122,10 +128,14 @@ LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
     uint64_t best1 = UINT64_MAX, best2 = UINT64_MAX, raw1 = UINT64_MAX, raw2 = UINT64_MAX;
     double ratio = 0, machine = 0;
     uint64_t cpu2 = 0;
+    double share = 0; /* the smaller worker's share of the leaves, in the best 2-worker run */
     for (int k = 0; k < 7; k++) {
         uint64_t a = tree(one, depth), b = tree(two, depth);
-        if (b < best2)
+        if (b < best2) {
             cpu2 = last_cpu;
+            unsigned l0 = atomic_load(&leaves_by[0]), l1 = atomic_load(&leaves_by[1]);
+            share = (double)(l0 < l1 ? l0 : l1) / (double)(l0 + l1 ? l0 + l1 : 1);
+        }
         if (a < best1)
             best1 = a;
         if (b < best2)
@@ -140,21 +150,23 @@ LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
         if (k >= 2 && ratio >= 1.75)
             break;
     }
-    lab_note("task tree of %u leaves: 1 worker %.2f ms, 2 workers %.2f ms (best of k, %.2f ms of CPU): "
-             "speed-up %.2f; two plain threads on the same work: %.2f", 1u << depth, best1 / 1e6, best2 / 1e6,
-             cpu2 / 1e6, ratio, machine);
+    lab_note("task tree of %u leaves: 1 worker %.2f ms, 2 workers %.2f ms (best of k, %.2f ms of CPU, the smaller "
+             "worker ran %.0f%% of the leaves): speed-up %.2f; two plain threads on the same work: %.2f",
+             1u << depth, best1 / 1e6, best2 / 1e6, cpu2 / 1e6, 100 * share, ratio, machine);
     ws_runtime_free(one);
     ws_runtime_free(two);
     if (ratio >= 1.6)
         return;
-    /* A loaded machine cannot give two cores: then judge against what two
-     * plain threads got in the same run, if that is still a real speed-up. */
-    cr_assert_geq(machine, 1.3, "cannot judge: the machine is loaded (two plain threads doing the same work were "
-                  "only %.2f times as fast as one; the runtime's two workers %.2f). Run again on a quiet machine",
-                  machine, ratio);
-    cr_assert_geq(ratio, 0.9 * machine, "two workers ran a CPU-bound task tree only %.2f times as fast as one "
-                  "(1: %.2f ms, 2: %.2f ms); 1.6 was expected (or, on this loaded machine, 90%% of the %.2f that "
-                  "two plain threads got): idle workers must steal (half of a victim's deque) and be woken when "
-                  "work appears", ratio, best1 / 1e6, best2 / 1e6, machine);
-    lab_note("judged against two plain threads (%.2f): the machine is loaded", machine);
+    cr_assert_lt(machine, 1.6, "two workers ran a CPU-bound task tree only %.2f times as fast as one (1: %.2f ms, "
+                 "2: %.2f ms), while two plain threads doing the same leaves got %.2f; at least 1.6 was expected: "
+                 "idle workers must steal (half of a victim's deque) and be woken when work appears",
+                 ratio, best1 / 1e6, best2 / 1e6, machine);
+    /* The machine is loaded: two cores are not there to be had, so the
+     * wall-clock speed-up cannot be judged. What can be: did stealing spread
+     * the leaves over both workers? */
+    cr_assert_geq(share, 0.25, "the machine is loaded (two plain threads got only %.2f), so the speed-up (%.2f) "
+                  "was not judged; but one of the two workers ran only %.0f%% of the leaves: idle workers must "
+                  "steal half of a victim's deque", machine, ratio, 100 * share);
+    lab_note("not judged on speed (a loaded machine: two plain threads got %.2f); judged on the work's spread",
+             machine);
 }
