@@ -8,9 +8,10 @@
  *     (__SANITIZE_THREAD__) each seq_cst fence becomes a seq_cst
  *     read-modify-write of one word of the deque (all such RMWs are totally
  *     ordered and each synchronizes with the one before: the same
- *     "one of the two fences comes first" the proof uses), and the release
- *     fence of push becomes a release store of bottom. Every other lane runs
- *     the fenced code of the paper.
+ *     "one of the two fences comes first" the proof uses), and a release
+ *     fence makes the bottom store after it a release store. A fence you
+ *     leave out is then missing under TSan too, where it shows as a race.
+ *     Every other lane runs the fenced code of the paper.
  *   - A test may turn on a simulated store buffer (deque_test_delay_stores):
  *     the owner's stores to bottom then stay invisible to thieves until the
  *     owner's next seq_cst fence, exactly what an x86 store buffer does to a
@@ -27,21 +28,30 @@
 /* ---- given: accessors with their orders -------------------------------------- */
 
 #ifdef __SANITIZE_THREAD__
-#define BOTTOM_STORE_ORDER memory_order_release /* stands in for push's release fence */
+#define BOTTOM_STORE_ORDER memory_order_release /* the simulated store buffer's flush (tests) */
 #else
 #define BOTTOM_STORE_ORDER memory_order_relaxed /* the fences order it */
 #endif
 
-/* The owner's store of bottom (relaxed: the fences around it give the order;
- * release under TSan). Goes to the simulated store buffer when a test asks. */
+/* The owner's store of bottom: relaxed, the fences around it give the order.
+ * Under TSan there are no fences: a store that a release (or seq_cst) fence
+ * came before is made a release store instead, which is what the fence means
+ * for it; one with no fence before it stays relaxed, as it is. Goes to the
+ * simulated store buffer when a test asks. */
 static inline void bottom_store(struct deque *d, int64_t v)
 {
+    memory_order mo = memory_order_relaxed;
+#ifdef __SANITIZE_THREAD__
+    if (d->release_armed)
+        mo = memory_order_release;
+    d->release_armed = false;
+#endif
     if (d->test_delay) {
         d->delayed = true;
         d->delayed_bottom = v;
         return;
     }
-    atomic_store_explicit(&d->bottom, v, BOTTOM_STORE_ORDER);
+    atomic_store_explicit(&d->bottom, v, mo);
 }
 
 /* The owner's own view of bottom: relaxed (only the owner writes it), and it
@@ -75,6 +85,7 @@ static inline void owner_fence_seq_cst(struct deque *d)
     flush_store_buffer(d);
 #ifdef __SANITIZE_THREAD__
     atomic_fetch_add_explicit(&d->fence_word, 0, memory_order_seq_cst);
+    d->release_armed = true; /* a seq_cst fence is a release fence too */
 #else
     atomic_thread_fence(memory_order_seq_cst);
 #endif
@@ -93,10 +104,13 @@ static inline void thief_fence_seq_cst(struct deque *d)
 }
 
 /* push's release fence: the slot store before the bottom store. Under TSan
- * the bottom store itself is a release store instead. */
-static inline void fence_release(void)
+ * it makes the next bottom store a release store instead. */
+static inline void fence_release(struct deque *d)
 {
-#ifndef __SANITIZE_THREAD__
+#ifdef __SANITIZE_THREAD__
+    d->release_armed = true;
+#else
+    (void)d;
     atomic_thread_fence(memory_order_release);
 #endif
 }
@@ -120,6 +134,7 @@ void deque_init(struct deque *d)
     d->delayed_bottom = 0;
 #ifdef __SANITIZE_THREAD__
     atomic_init(&d->fence_word, 0);
+    d->release_armed = false;
 #endif
 }
 

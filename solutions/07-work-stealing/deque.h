@@ -64,6 +64,7 @@ struct deque {
     int64_t delayed_bottom;  /* its value */
 #ifdef __SANITIZE_THREAD__
     _Atomic uint64_t fence_word; /* TSan: seq_cst fences become RMWs on this word */
+    bool release_armed;          /* TSan: a release fence makes the next bottom store a release store */
 #endif
 };
 

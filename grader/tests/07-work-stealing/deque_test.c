@@ -286,3 +286,79 @@ LAB_TEST(deque, overflow_while_thieves_steal, 30)
 {
     run_storm(lab_scale(1000000, 20000), true, "overflow while thieves steal");
 }
+
+/* ---- publication: what the owner wrote before push is seen by the thief ---------------- */
+
+struct parcel {
+    uint64_t value;     /* written by the owner before push, plainly */
+    uint64_t check;     /* value * 3 */
+    int stolen_by;      /* written by the one thief that stole it, plainly */
+};
+
+struct publish {
+    struct deque *d;
+    atomic_bool done;
+    atomic_uint bad;
+    atomic_uint stolen;
+    int id;
+};
+
+struct thief_arg {
+    struct publish *p;
+    int id;
+};
+
+static void *publish_thief(void *arg)
+{
+    struct thief_arg *a = arg;
+    struct publish *p = a->p;
+    /* the thieves only steal; their one link to the owner is the deque */
+    while (!atomic_load_explicit(&p->done, memory_order_acquire)) {
+        void *x;
+        if (deque_steal(p->d, &x) != DEQUE_STOLEN)
+            continue;
+        struct parcel *c = x;
+        if (c->check != c->value * 3)
+            atomic_fetch_add_explicit(&p->bad, 1, memory_order_relaxed);
+        c->stolen_by = a->id;
+        atomic_fetch_add_explicit(&p->stolen, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+/* The owner never takes (a take's fence would order it with the thieves
+ * too): only push publishes. Under TSan a push without its release fence is
+ * a data race on the parcel, reported every run. */
+LAB_TEST(deque, push_publishes_the_item, 20)
+{
+    struct publish p = { .d = new_deque() };
+    atomic_init(&p.done, false);
+    atomic_init(&p.bad, 0);
+    atomic_init(&p.stolen, 0);
+    unsigned n = lab_scale(20000, 2000);
+    struct parcel *parcels = calloc(n, sizeof *parcels);
+    cr_assert_not_null(parcels, "out of memory in the test");
+    pthread_t th[2];
+    struct thief_arg ta[2] = { { &p, 1 }, { &p, 2 } };
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, publish_thief, &ta[i]), 0, "pthread_create failed");
+    for (unsigned i = 0; i < n; i++) {
+        parcels[i].value = i + 1;
+        parcels[i].check = (i + 1) * 3;
+        while (!deque_push(p.d, &parcels[i]))
+            ; /* full: the thieves will make room */
+    }
+    uint64_t end = monotonic_ns() + (uint64_t)SCALED_MS(10000) * 1000000u;
+    while (deque_len(p.d) > 0 && monotonic_ns() < end)
+        ;
+    atomic_store_explicit(&p.done, true, memory_order_release);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(atomic_load(&p.stolen), n, "%u of %u items were stolen", atomic_load(&p.stolen), n);
+    cr_assert_eq(atomic_load(&p.bad), 0, "%u items were seen by their thief before the owner's writes to them: "
+                 "push must publish the slot with a release fence before the new bottom", atomic_load(&p.bad));
+    for (unsigned i = 0; i < n; i++)
+        cr_assert(parcels[i].stolen_by == 1 || parcels[i].stolen_by == 2, "item %u was never stolen", i);
+    free(parcels);
+    free(p.d);
+}

@@ -326,20 +326,28 @@ static void idle_hook(struct ws_runtime *rt, enum ws_test_point where, unsigned 
     gate_wait(&f->go, RESCUE_MS);
 }
 
+/* A runtime of n workers, all asleep, with the hook armed to hold the first
+ * worker that reaches `at`. */
+static struct ws_runtime *armed_runtime(unsigned n, struct forced_idle *f, enum ws_test_point at)
+{
+    struct ws_runtime *rt = new_runtime(n);
+    cr_assert(wait_sleepers(rt, n, RESCUE_MS), "the idle workers never went to sleep");
+    memset(f, 0, sizeof *f);
+    gate_init(&f->reached);
+    gate_init(&f->go);
+    f->at = at;
+    atomic_store(&f->armed, 1);
+    ws_test_set_hook(rt, idle_hook, f);
+    return rt;
+}
+
 /* One worker has searched everywhere and is about to announce that it
  * sleeps; a task arrives right then, and its notify sees the worker still
  * searching (so wakes nobody). The worker must look again after announcing. */
 LAB_TEST(idle, wake_between_search_and_sleep, 10)
 {
-    struct ws_runtime *rt = new_runtime(1);
-    cr_assert(wait_sleepers(rt, 1, RESCUE_MS), "the idle worker never went to sleep");
     struct forced_idle f;
-    memset(&f, 0, sizeof f);
-    gate_init(&f.reached);
-    gate_init(&f.go);
-    f.at = WS_TEST_BEFORE_PARK;
-    atomic_store(&f.armed, 1);
-    ws_test_set_hook(rt, idle_hook, &f);
+    struct ws_runtime *rt = armed_runtime(1, &f, WS_TEST_BEFORE_PARK);
     join_handle_drop(spawn_step(rt, step_ready, NULL)); /* wakes the worker; it runs this, then idles again */
     cr_assert(gate_wait(&f.reached, RESCUE_MS), "the worker never came back to sleep");
     atomic_uint ran;
@@ -387,15 +395,8 @@ static enum poll step_second(void *arg, struct context *cx, unsigned nth)
  * task 2 waits behind task 1's long poll (Tokio issue 4383). */
 LAB_TEST(idle, last_searcher_wakes_another, 15)
 {
-    struct ws_runtime *rt = new_runtime(2);
-    cr_assert(wait_sleepers(rt, 2, RESCUE_MS), "the idle workers never went to sleep");
     struct forced_idle f;
-    memset(&f, 0, sizeof f);
-    gate_init(&f.reached);
-    gate_init(&f.go);
-    f.at = WS_TEST_UNPARKED;
-    atomic_store(&f.armed, 1);
-    ws_test_set_hook(rt, idle_hook, &f);
+    struct ws_runtime *rt = armed_runtime(2, &f, WS_TEST_UNPARKED);
     struct pair p;
     memset(&p, 0, sizeof p);
     struct join_handle *j1 = spawn_step(rt, step_first, &p);
