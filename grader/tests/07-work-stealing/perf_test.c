@@ -157,16 +157,13 @@ LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
     ws_runtime_free(two);
     if (ratio >= 1.6)
         return;
-    cr_assert_lt(machine, 1.6, "two workers ran a CPU-bound task tree only %.2f times as fast as one (1: %.2f ms, "
-                 "2: %.2f ms), while two plain threads doing the same leaves got %.2f; at least 1.6 was expected: "
-                 "idle workers must steal (half of a victim's deque) and be woken when work appears",
-                 ratio, best1 / 1e6, best2 / 1e6, machine);
-    /* The machine is loaded: two cores are not there to be had, so the
-     * wall-clock speed-up cannot be judged. What can be: did stealing spread
-     * the leaves over both workers? */
-    cr_assert_geq(share, 0.25, "the machine is loaded (two plain threads got only %.2f), so the speed-up (%.2f) "
-                  "was not judged; but one of the two workers ran only %.0f%% of the leaves: idle workers must "
-                  "steal half of a victim's deque", machine, ratio, 100 * share);
-    lab_note("not judged on speed (a loaded machine: two plain threads got %.2f); judged on the work's spread",
-             machine);
+    if (machine < 1.6)
+        cr_assert_fail("cannot judge: the machine is loaded (two plain threads doing the same leaves were only %.2f "
+                       "times as fast as one; the runtime's two workers %.2f, the smaller one running %.0f%% of the "
+                       "leaves). A wall-clock speed-up needs two free cores: run it again on a quiet machine",
+                       machine, ratio, 100 * share);
+    cr_assert_fail("two workers ran a CPU-bound task tree only %.2f times as fast as one (1: %.2f ms, 2: %.2f ms), "
+                   "while two plain threads doing the same leaves got %.2f; at least 1.6 was expected: idle workers "
+                   "must steal (half of a victim's deque) and be woken when work appears",
+                   ratio, best1 / 1e6, best2 / 1e6, machine);
 }

@@ -79,6 +79,62 @@ LAB_TEST(sched, spawn_from_outside_and_inside, 20)
     free(jh);
 }
 
+/* ---- stealing ------------------------------------------------------------------------ */
+
+struct hoard {
+    struct ws_runtime *rt;
+    unsigned children;
+    atomic_uint ran;
+    atomic_int owner;       /* the worker that ran the hoarder */
+    atomic_uint elsewhere;  /* children run by another worker */
+    bool all_ran;           /* read after the join */
+};
+
+static enum poll step_child(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct hoard *h = arg;
+    if (ws_current_worker() != atomic_load(&h->owner))
+        atomic_fetch_add(&h->elsewhere, 1);
+    atomic_fetch_add(&h->ran, 1);
+    return POLL_READY;
+}
+
+/* Spawns its children onto its own worker's deque, then keeps that worker
+ * in a long poll until they have all run: only a thief can run them. */
+static enum poll step_hoard(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct hoard *h = arg;
+    atomic_store(&h->owner, ws_current_worker());
+    for (unsigned i = 0; i < h->children; i++)
+        join_handle_drop(spawn_step(h->rt, step_child, h));
+    uint64_t end = monotonic_ns() + (uint64_t)SCALED_MS(3000) * 1000000u;
+    while (atomic_load(&h->ran) < h->children && monotonic_ns() < end)
+        ;
+    h->all_ran = atomic_load(&h->ran) == h->children;
+    return POLL_READY;
+}
+
+LAB_TEST(steal, idle_worker_steals_from_a_busy_one, 15)
+{
+    struct hoard h;
+    memset(&h, 0, sizeof h);
+    h.rt = new_runtime(2);
+    h.children = 100;
+    atomic_store(&h.owner, -1);
+    struct join_handle *jh = spawn_step(h.rt, step_hoard, &h);
+    cr_assert(join_within(jh, SCALED_MS(10000)), "the hoarding task never finished");
+    ws_runtime_free(h.rt);
+    cr_assert(h.all_ran, "a worker stuck in a long poll had %u tasks on its deque; the other worker ran only %u "
+              "of them in 3 s: an idle worker must steal (half of a victim's deque, again and again)",
+              h.children, atomic_load(&h.ran));
+    cr_assert_eq(atomic_load(&h.elsewhere), h.children, "%u of %u children ran on the busy worker itself",
+                 h.children - atomic_load(&h.elsewhere), h.children);
+}
+
 /* ---- the LIFO slot -------------------------------------------------------------------- */
 
 struct pp {
