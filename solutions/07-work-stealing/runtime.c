@@ -293,9 +293,16 @@ static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reaso
     /* BEGIN STUDENT: not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes) */
     struct ws_runtime *rt = rt_of(s);
     struct ws_worker *w = current;
-    if (!w || w->rt != rt || why == SCHEDULE_YIELD) {
+    if (!w || w->rt != rt) {
         injector_push(&rt->injector, t); /* the queue reference moves in */
         notify_parked(rt);
+        return;
+    }
+    if (why == SCHEDULE_YIELD) {
+        /* behind everything; no notify: this worker takes it back itself
+         * (deque empty, or the 61st tick), so a task that yields on its
+         * budget does not wake an idle worker to bounce between the two */
+        injector_push(&rt->injector, t);
         return;
     }
     if (why == SCHEDULE_WAKE && w->in_task) {

@@ -263,20 +263,25 @@ static enum poll locker_poll(void *self, struct context *cx, void *out)
             amutex_lock_init(&k->l, &k->c->m);
             k->locking = true;
         }
-        if (amutex_lock_poll(&k->l, cx) == POLL_PENDING)
-            return POLL_PENDING;
-        if (atomic_fetch_add(&k->c->inside, 1) != 0)
-            atomic_fetch_add(&k->c->overlaps, 1);
-        k->c->value++;
+        if (k->phase == 0) {
+            if (amutex_lock_poll(&k->l, cx) == POLL_PENDING)
+                return POLL_PENDING;
+            if (atomic_fetch_add(&k->c->inside, 1) != 0)
+                atomic_fetch_add(&k->c->overlaps, 1);
+            k->c->value++;
+            if (k->left % 4 == 0) {
+                /* hold the mutex across a yield: the others queue for it */
+                k->phase = 1;
+                waker_wake_by_ref(cx->waker);
+                return POLL_PENDING;
+            }
+        }
+        k->phase = 0;
         atomic_fetch_sub(&k->c->inside, 1);
         amutex_lock_drop(&k->l); /* held: drop only releases its waker */
         k->locking = false;
         amutex_unlock(&k->c->m);
         k->left--;
-        if (k->left % 16 == 0) {
-            waker_wake_by_ref(cx->waker); /* yield now and then */
-            return POLL_PENDING;
-        }
     }
     return POLL_READY;
 }
