@@ -253,9 +253,14 @@ class Grader:
         return out
 
     def _judge_all(self, tests, result, binary, hang_hints):
-        report, recs, _ = result
+        report, recs, _, refused = result
         sym = records.Symbolizer(binary)
-        return {t: run.judge(t, report, recs, sym, self.nonce, hang_hints.get(t, "")) for t in tests}
+        outs = {t: run.judge(t, report, recs, sym, self.nonce, hang_hints.get(t, "")) for t in tests}
+        if refused:
+            for o in outs.values():
+                if not o.passed:
+                    o.details.insert(0, run.FORK_LIMIT_NOTE.format(n=refused))
+        return outs
 
     def hang_hints(self, stage):
         hints = {}
@@ -344,7 +349,7 @@ class Grader:
     def _attach_reports(outs, result, by_pid, overrides, verdict, message, shown, limit):
         """Turns a test's outcome into `verdict` when a checker (Valgrind,
         TSan) reported problems for one of the test's processes."""
-        _, recs, _ = result
+        _, recs, _, _ = result
         for t, o in outs.items():
             pids = [r.pid for r in recs.get(t, [])]
             found = [rep for p in pids for rep in by_pid.get(p, [])]

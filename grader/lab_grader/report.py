@@ -4,6 +4,8 @@ import os
 import pathlib
 import sys
 
+from . import sandbox
+
 WIDTH = 78
 MARK = {"passed": "PASS", "failed": "FAIL", "not-judged": "----"}
 VERDICT_WORDS = {
@@ -101,6 +103,7 @@ def text_report(grader, results):
     failed = [r for r in results if r.status == "failed"]
     lines.append(f"Total: {fmt_points(total)}/{fmt_points(judged)}" +
                  ("" if not failed else f"   ({len(failed)} item(s) to fix; details below)"))
+    lines.append(sandbox.shared().describe())
     not_judged = [r for r in results if r.status == "not-judged"]
     for r in not_judged:
         lines.append(f"Not judged here: {r.item.key}: {r.summary}")
