@@ -7,10 +7,13 @@ not see.
 In:  README.md, Makefile, docs/ (answer files left out), common/, labs/,
      the public grader (rubrics, tests, the engine), and reference objects:
      every stage's solution compiled (plain and TSan builds), no source, so a
-     later stage can be graded on top of a reference earlier stage.
+     later stage can be graded on top of a reference earlier stage; and each
+     stage's tests linked with its reference, so a test that times out can
+     be timed on the reference (calibrated timeouts).
 Out: solutions/, the mutants, the grader's self-tests, answer keys.
 """
 import argparse
+import os
 import pathlib
 import shutil
 import sys
@@ -18,7 +21,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import build, rubric  # noqa: E402
+from lab_grader import build, grader, rubric  # noqa: E402
 
 KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "skeleton.py", "grade", "lab_grader", "rubric", "tests"]
 
@@ -29,7 +32,23 @@ def ignore(_dir, names):
 
 def reference_objects(out, build_dir):
     b = build.Builder(ROOT, build_dir)
-    for stage in rubric.load_all(ROOT / "grader" / "rubric"):
+    stages = rubric.load_all(ROOT / "grader" / "rubric")
+    # Each stage's tests linked with the reference, for calibrated timeouts:
+    # a test that times out is run again on these (grader.py, _calibrate).
+    g = grader.Grader(root=ROOT, target=ROOT / "labs", stages=stages, selected=stages, build_dir=build_dir)
+    try:
+        for stage in stages:
+            for variant in build.VARIANTS:
+                binary = g.reference_binary(stage, variant)
+                if binary is None:
+                    raise SystemExit(f"handout: the reference tests of {stage.name} ({variant}) do not build")
+                dest = out / "grader" / "reference" / stage.name
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(binary, dest / f"tests-{variant}")
+                os.chmod(dest / f"tests-{variant}", 0o755)
+    finally:
+        g.close()
+    for stage in stages:
         names = [*stage.uses, stage.name]
         dirs = [ROOT / "solutions" / n for n in names]
         for variant in ("plain", "tsan"):

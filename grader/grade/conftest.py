@@ -37,6 +37,8 @@ def pytest_addoption(parser):
     g.addoption("--timings", action="store_true", help="print the time each lane took")
     g.addoption("--quick", action="store_true", help="make check: skip Valgrind, TSan and perf; race items once")
     g.addoption("--hidden", default="", help="the instructor's hidden rubric items and tests (HIDDEN=dir)")
+    g.addoption("--reference", default="", help="the tree a timed-out test is rerun on (default solutions/; "
+                "for the grader's own self-tests)")
 
 
 def _make(config):
@@ -57,7 +59,7 @@ def _make(config):
         build_dir=pathlib.Path(config.getoption("--build-dir")), items=items,
         test=config.getoption("--test") or None, seed=seed, werror=config.getoption("--werror"),
         valgrind_scale=float(config.getoption("--valgrind-scale")), quick=config.getoption("--quick"),
-        hidden=hidden)
+        hidden=hidden, reference=config.getoption("--reference") or None)
 
 
 def pytest_configure(config):

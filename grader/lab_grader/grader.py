@@ -252,7 +252,7 @@ class Grader:
             out[(parts[0], lane)] = out.get((parts[0], lane), 0.0) + secs
         return out
 
-    def _judge_all(self, tests, result, binary, hang_hints):
+    def _judge_all(self, tests, result, binary, hang_hints, inv=None, stage=None, variant="plain"):
         report, recs, _, refused = result
         sym = records.Symbolizer(binary)
         outs = {t: run.judge(t, report, recs, sym, self.nonce, hang_hints.get(t, "")) for t in tests}
@@ -260,7 +260,70 @@ class Grader:
             for o in outs.values():
                 if not o.passed:
                     o.details.insert(0, run.FORK_LIMIT_NOTE.format(n=refused))
+        if inv is not None and stage is not None:
+            self._calibrate(outs, inv, stage, variant)
         return outs
+
+    # ---- calibrated timeouts -------------------------------------------------------
+
+    def reference_binary(self, stage, variant):
+        """The stage's tests linked with the reference of the stage and of
+        every stage it uses (built from solutions/, or shipped prebuilt in the
+        handout), or None when there is neither."""
+        def go():
+            shipped = self.root / "grader" / "reference" / stage.name / f"tests-{variant}"
+            if not self.stage_dir(self.reference, stage.name).is_dir():
+                return shipped if shipped.exists() else None
+            code = build.CODE_VARIANT[variant]
+            try:
+                objs = self.builder.test_objects(self.root / "grader" / "tests" / stage.name, variant,
+                                                 self.include_dirs(stage, self.reference))
+                for name in self.closure(stage) + [stage.name]:
+                    objs += self.reference_objects(self.stages[name], code)
+                objs += self.builder.common_objects(variant)
+                return self.builder.link(objs, self.work / stage.name / f"reference-tests-{variant}", variant)
+            except build.BuildError:
+                return None
+        return self.memo.get(("reference-binary", stage.name, variant), go)
+
+    def _calibrate(self, outs, inv, stage, variant):
+        """A test that timed out is run again at once on the reference, in the
+        same lane with the same limits. If the reference passes it within half
+        the limit, the machine is not the problem and the timeout stands (with
+        the reference's time beside it). If the reference is as slow, nobody
+        can be judged on this machine right now: the outcome becomes
+        "too-slow" and its item is left unjudged, with "rerun" in its line.
+        A hang is still caught as fast as before; only a loaded machine costs
+        the second run."""
+        slow = [t for t, o in outs.items() if o.verdict == "timeout"]
+        if not slow:
+            return
+        ref = self.reference_binary(stage, variant)
+        if ref is None:
+            return
+        have = set(run.list_tests(ref))
+        slow = [t for t in slow if t in have]  # an instructor's hidden test is not in a shipped binary
+        if not slow:
+            return
+        d = inv.run_dir.parent / f"{inv.run_dir.name}-reference"
+        moved = run._mover({str(inv.run_dir): str(d)})
+        again = dataclasses.replace(inv, binary=ref, tests=slow, run_dir=d,
+                                    env={k: moved(v) for k, v in inv.env.items()},
+                                    wrapper=[moved(w) for w in inv.wrapper],
+                                    make_dirs=[moved(str(m)) for m in inv.make_dirs])
+        mine = self._judge_all(slow, self._invoke(again), ref, {})
+        for t in slow:
+            o, r = outs[t], mine[t]
+            limit = o.seconds
+            if r.passed and r.seconds <= limit / 2:
+                o.details.insert(0, f"the reference solution passes this test in {r.seconds:.1f} s on this machine "
+                                    f"right now (the limit is {limit:.1f} s): this is not the machine's slowness")
+                continue
+            took = "timed out too" if r.verdict == "timeout" else f"took {r.seconds:.1f} s of the {limit:.1f} s limit"
+            o.verdict = "too-slow"
+            o.message = (f"too slow to judge, rerun: the reference solution {took} on this machine just now "
+                         f"(is it loaded?)")
+            o.details = []
 
     def hang_hints(self, stage):
         hints = {}
@@ -294,7 +357,7 @@ class Grader:
                 return {}
             name = "plain" if len(tests) == len(b.tests) else f"plain-{build._digest(*tests)[:8]}"
             inv = run.Invocation(b.binaries["plain"], list(tests), self.work / stage.name / name, env=self._env())
-            return self._judge_all(tests, self._invoke(inv), b.binaries["plain"], self.hang_hints(stage))
+            return self._judge_all(tests, self._invoke(inv), b.binaries["plain"], self.hang_hints(stage), inv, stage)
         return self.memo.get(("plain", stage.name, tests), go)
 
     def unfiltered(self):
@@ -310,7 +373,7 @@ class Grader:
             for k in range(1 if self.quick else item.runs):
                 inv = run.Invocation(b.binaries["plain"], tests, self.work / stage.name / "race" / item.id / str(k),
                                      env=self._env())
-                outs = self._judge_all(tests, self._invoke(inv), b.binaries["plain"], hints)
+                outs = self._judge_all(tests, self._invoke(inv), b.binaries["plain"], hints, inv, stage)
                 bad = [o for o in outs.values() if not o.passed]
                 if bad:
                     return k + 1, bad[0]
@@ -339,7 +402,7 @@ class Grader:
             inv = run.Invocation(b.binaries["vg"], tests, d, env=env, wrapper=wrapper, jobs=2, make_dirs=[logs],
                                  data_limit=0, timeout=900)
             result = self._invoke(inv)
-            outs = self._judge_all(tests, result, b.binaries["vg"], self.hang_hints(stage))
+            outs = self._judge_all(tests, result, b.binaries["vg"], self.hang_hints(stage), inv, stage, "vg")
             self._attach_reports(outs, result, run.valgrind_by_pid(logs), ("pass", "fail"), "memory",
                                  "Valgrind found {n} memory error(s) or leak(s)", shown=3, limit=24)
             return outs
@@ -372,7 +435,7 @@ class Grader:
             env["TSAN_OPTIONS"] = f"{TSAN_OPTIONS} log_path={logs}/tsan"
             inv = run.Invocation(b.binaries["tsan"], tests, d, env=env, jobs=1, make_dirs=[logs], data_limit=0)
             result = self._invoke(inv)
-            outs = self._judge_all(tests, result, b.binaries["tsan"], self.hang_hints(stage))
+            outs = self._judge_all(tests, result, b.binaries["tsan"], self.hang_hints(stage), inv, stage, "tsan")
             self._attach_reports(outs, result, run.tsan_by_pid(logs), ("pass", "fail", "timeout", "crash", "exited-early"),
                                  "race", "ThreadSanitizer reported {n} problem(s)", shown=2, limit=30)
             return outs
@@ -387,7 +450,7 @@ class Grader:
                 return {}
             inv = run.Invocation(b.binaries["plain"], tests, self.work / stage.name / "perf", env=self._env(), jobs=1)
             return self._judge_all(tests, self._invoke(inv, weight=self.nslots), b.binaries["plain"],
-                                   self.hang_hints(stage))
+                                   self.hang_hints(stage), inv, stage)
         return self.memo.get(("perf", stage.name), go)
 
     # ---- the whole run ---------------------------------------------------------
@@ -498,6 +561,8 @@ class Grader:
         bad = [o for o in outcomes if not o.passed]
         if not bad:
             return ItemResult(item, "passed", item.points, "passed")
+        if all(o.verdict == "too-slow" for o in bad):
+            return ItemResult(item, "not-judged", 0, f"{bad[0].test}: {bad[0].message}", outcome=bad[0])
         first = bad[0]
         summary = f"{first.test}: {first.message}" if first.verdict != "not-started" else first.message
         return ItemResult(item, "failed", 0, summary, outcome=first)
