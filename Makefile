@@ -13,6 +13,7 @@
 #   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
 #   make test                        the project's own tests (instructors)
 #   make labs                        regenerate labs/ from solutions/
+#   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
 #   make autograder                  a Gradescope autograder zip, build/autograder.zip
 #   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio) (bench/README.md)
@@ -46,7 +47,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)")
 
-.PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check handout autograder deps deps-test bench clean
+.PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check quotes quotes-check handout autograder deps deps-test bench clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -71,7 +72,7 @@ debug: deps
 compile_commands.json: deps
 	@$(PY) grader/tools.py compile-commands --target "$(TARGET)"
 
-test: deps-test labs-check
+test: deps-test labs-check quotes-check
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 	@$(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
 
@@ -80,6 +81,12 @@ labs:
 
 labs-check:
 	@python3 grader/skeleton.py --check
+
+quotes:
+	@python3 grader/quotes.py --write
+
+quotes-check:
+	@python3 grader/quotes.py --check
 
 handout: deps labs-check
 	@$(PY) grader/handout.py

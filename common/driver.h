@@ -27,6 +27,7 @@
 /* park forever (until unparked) */
 #define DRIVER_PARK_FOREVER INT64_C(-1)
 
+/* quote: driver */
 struct driver_vtable {
     /* timeout_ns < 0: no timeout. Returns true when an unpark (a token) was
      * consumed, false on a timeout or a spurious return. */
@@ -39,6 +40,7 @@ struct driver {
     const struct driver_vtable *vtable;
     void *self;
 };
+/* end quote: driver */
 
 static inline bool driver_park(struct driver d, int64_t timeout_ns)
 {

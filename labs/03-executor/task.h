@@ -85,6 +85,7 @@
  * Counts and flags share one word so that one atomic load is a consistent
  * snapshot of all of them: two words read one after the other are not.
  */
+/* quote: state-bits */
 #define TASK_RUNNING       UINT64_C(0x01)
 #define TASK_NOTIFIED      UINT64_C(0x02)
 #define TASK_COMPLETE      UINT64_C(0x04)
@@ -98,6 +99,7 @@
 #define TASK_JOINING_MASK  (UINT64_C(0xffffff) << TASK_JOINING_SHIFT)
 #define TASK_REF_SHIFT     32
 #define TASK_REF_ONE       (UINT64_C(1) << TASK_REF_SHIFT)
+/* end quote: state-bits */
 
 static inline uint64_t task_state_refs(uint64_t s) { return s >> TASK_REF_SHIFT; }
 static inline uint64_t task_state_joining(uint64_t s)
