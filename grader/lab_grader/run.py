@@ -201,9 +201,16 @@ class Invocation:
             apply_limits(self.data_limit)
             jail.preexec()
         output = self.run_dir / "output.txt"
+        refused = 0
         with open(output, "wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                    preexec_fn=child, cwd=work if jail.home is not None else None)
+            try:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                        preexec_fn=child, cwd=work if jail.home is not None else None)
+            except (OSError, subprocess.SubprocessError) as e:
+                # the jail could not be set up for this run (it could when the
+                # grader started): every test of the run is reported as not run
+                out.write(f"[grader] could not start the test runner: {e}\n".encode())
+                return {}, {}, _tail(output), 0
             try:
                 proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
