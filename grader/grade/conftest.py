@@ -179,8 +179,11 @@ def _print_test_output(tr, g, test):
 def pytest_sessionfinish(session, exitstatus):
     g = _state["grader"]
     if g is not None:
+        g.untrusted = g.tampered()   # before the report: pytest prints it after this hook
         g.close()
     if _state["error"]:
         session.exitstatus = 2
+    elif g is not None and getattr(g, "untrusted", []):
+        session.exitstatus = 3   # no verdict can be trusted
     elif _state["results"] and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = 1

@@ -8,6 +8,7 @@ other lane of every stage is done, the performance lane alone.
 import concurrent.futures
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import pathlib
@@ -93,6 +94,7 @@ class Grader:
         slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
         self.work = self.build_dir / "runs" / slug
         self._lock_file = None
+        self._files = None   # the fingerprint of the grader's own files, taken at start()
 
     # ---- which items ---------------------------------------------------------
 
@@ -466,9 +468,36 @@ class Grader:
             print(f"another grading of {self.target} is running; waiting for it", flush=True)
             fcntl.flock(self._lock_file, fcntl.LOCK_EX)
 
+    # ---- the grader's own files ---------------------------------------------------
+
+    def _fingerprint(self):
+        """{path: sha256} of everything the verdicts depend on besides the
+        target: the engine, the rubrics, the tests, common/, the shipped
+        reference objects and the hidden tests."""
+        roots = [self.root / "grader" / d for d in ("lab_grader", "grade", "rubric", "tests", "reference")]
+        roots += [self.root / "common"] + ([self.hidden] if self.hidden else [])
+        out = {}
+        for r in roots:
+            if not r.is_dir():
+                continue
+            for p in sorted(r.rglob("*")):
+                if p.is_file() and "__pycache__" not in p.parts:
+                    out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+        return out
+
+    def tampered(self):
+        """The grader's files that changed since grading began (a test that
+        wrote to them: possible only where the sandbox could not give the
+        tests a user id of their own). Empty when nothing changed."""
+        if self._files is None:
+            return []
+        now = self._fingerprint()
+        return sorted(p for p in set(now) | set(self._files) if now.get(p) != self._files.get(p))
+
     def start(self):
         """Starts every lane of every selected stage in the background."""
         self.lock()
+        self._files = self._fingerprint()
         futures = []
         for stage in self.selected:
             items = self.items(stage)

@@ -91,8 +91,19 @@ def failure_block(grader, r):
     return lines
 
 
+UNTRUSTED = ("NOT TRUSTED: the grader's own files changed while it ran, so a test wrote to them "
+             "(the tests could not be given a user id of their own here). No score is given; "
+             "grade again from a fresh copy of the lab.")
+
+
+def untrusted(grader):
+    return getattr(grader, "untrusted", [])
+
+
 def text_report(grader, results):
     lines = []
+    if untrusted(grader):
+        lines += [UNTRUSTED] + [f"  changed: {p}" for p in untrusted(grader)[:10]] + [""]
     by_stage = {}
     for r in results:
         by_stage.setdefault(r.item.stage, []).append(r)
@@ -142,6 +153,9 @@ def gradescope(grader, results, seconds):
             # hidden tests: students see them once the instructor publishes the grades
             "visibility": "after_published" if r.item.hidden else "visible",
         })
+    if untrusted(grader):
+        return {"score": 0, "execution_time": round(seconds, 1), "output": UNTRUSTED, "visibility": "visible",
+                "stdout_visibility": "hidden", "tests": []}
     return {
         "score": sum(r.points for r in results),
         "execution_time": round(seconds, 1),

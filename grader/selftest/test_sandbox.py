@@ -148,3 +148,43 @@ def test_network_is_loopback_only(tmp_path, caps):
         outside.close()
     assert not reached, f"a test process reached the grader's network: {reached}"
     assert g.returncode == 0, "the jail's own loopback did not work:\n" + g.output[-3000:]
+
+
+def test_a_changed_grader_file_means_no_score(tmp_path, caps):
+    """Without a user id of their own, tests could write the grader's files.
+    The grader fingerprints its files when grading begins and compares at the
+    end: any change and the run gives no score ("NOT TRUSTED", status 3). On a
+    copy of the lab, with the sandbox turned off to play the unprivileged
+    case; then with it on, where the write must fail and cost nothing."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    shutil.copyfile(ROOT / "Makefile", lab / "Makefile")
+    for d in ("common", "solutions"):
+        shutil.copytree(ROOT / d, lab / d, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "grader", lab / "grader", ignore=shutil.ignore_patterns("__pycache__", "mutants", "selftest"))
+    os.chmod(tmp_path, 0o755)   # the jail's user must reach the test source to write it (or be refused)
+    for p in (lab, lab / "grader", lab / "grader" / "tests", lab / "grader" / "tests" / "01-signal"):
+        os.chmod(p, 0o755)
+    victim = lab / "grader" / "tests" / "01-signal" / "poll.c"
+    tree = hostile_tree(tmp_path, '    {\n'
+                                  '        const char *t = getenv("LAB_HOSTILE_TARGET");\n'
+                                  '        FILE *f = t ? fopen(t, "a") : NULL;\n'
+                                  '        if (f) {\n'
+                                  '            fputs("/* the grader was here */\\n", f);\n'
+                                  '            fclose(f);\n'
+                                  '        }\n'
+                                  '    }\n', includes=("stdio.h",))
+    env = dict(os.environ, LAB_HOSTILE_TARGET=str(victim), NO_COLOR="1")
+    cmd = ["make", "-s", "-C", str(lab), "grade", f"TARGET={tree}", "STAGE=1", f"ITEMS={ITEM}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(env, LAB_SANDBOX="0"))
+    out = p.stdout + p.stderr
+    assert "the grader was here" in victim.read_text(), "the hostile write should succeed without a sandbox"
+    assert "NOT TRUSTED" in out and str(victim) in out, out[-3000:]
+    assert p.returncode == 2, out[-3000:]          # make's status for the grader's 3
+    if not caps["root"]:
+        return
+    before = victim.read_bytes()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    out = p.stdout + p.stderr
+    assert victim.read_bytes() == before, "a jailed test wrote to the grader's test source"
+    assert p.returncode == 0 and "NOT TRUSTED" not in out, out[-3000:]
