@@ -37,28 +37,6 @@ struct tcp_stream {
     bool short_read;
 };
 
-/* A registered stream over a connected non-blocking fd; on failure the fd
- * is closed. */
-static struct tcp_stream_result stream_new(struct reactor *r, int fd)
-{
-    struct tcp_stream *s = malloc(sizeof *s);
-    if (!s) {
-        close(fd);
-        return (struct tcp_stream_result){ .err = -ENOMEM };
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* echo: no Nagle delay */
-    int e = reactor_register(r, fd, &s->reg);
-    if (e < 0) {
-        close(fd);
-        free(s);
-        return (struct tcp_stream_result){ .err = e };
-    }
-    s->r = r;
-    s->fd = fd;
-    s->short_read = true;
-    return (struct tcp_stream_result){ .err = 0, .stream = s };
-}
 
 /* ---- listener --------------------------------------------------------------- */
 

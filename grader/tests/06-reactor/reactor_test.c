@@ -566,8 +566,9 @@ static void *owner_loop(void *arg)
 
 /* One thread parks and dispatches; the test thread polls, reads, clears and
  * drops wakers on the same registration, while bytes arrive before or after
- * its registration at random. Every byte must wake the reader (a lost wake
- * fails after 2 s), and no access may race (the TSan lane). */
+ * its registration at random, and unparks the parked thread now and then
+ * (as a wake of a task from another thread would). Every byte must wake the
+ * reader (a lost wake fails after 2 s), and no access may race (TSan). */
 LAB_TEST(reactor, poll_on_another_thread, 20)
 {
     struct bare b;
@@ -589,6 +590,8 @@ LAB_TEST(reactor, poll_on_another_thread, 20)
         if (lab_rand(&rng) % 2) {
             cr_assert(write(sv[1], "x", 1) == 1, "write failed in the test itself");
             sent = true;
+            if (lab_rand(&rng) % 2)
+                driver_unpark(b.d); /* a wake from here too, as a remote task wake would */
         }
         unsigned got = 0;
         while (got == 0) {
@@ -597,6 +600,8 @@ LAB_TEST(reactor, poll_on_another_thread, 20)
                 if (!sent) {
                     cr_assert(write(sv[1], "x", 1) == 1, "write failed in the test itself");
                     sent = true;
+                    if (lab_rand(&rng) % 2)
+                        driver_unpark(b.d);
                 }
                 cr_assert(notify_waker_wait(nw, 2000), "byte %u: the reader registered and was never woken, "
                           "though a byte arrived and another thread was dispatching", i);
