@@ -1,0 +1,96 @@
+/* echo_server.c - an echo server on the lab's runtime.
+ *
+ *   echo_server [port]      (default 0: any free port; it prints which)
+ *
+ * One task accepts, forever; one task per connection reads and writes back
+ * what it read until end of stream. Every task is a hand-written state
+ * machine over tcp.h's poll functions: the C shape of
+ *
+ *   loop { let n = stream.read(&mut buf).await?; if n == 0 { break }
+ *          stream.write_all(&buf[..n]).await? }
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "runtime.h"
+
+enum { BUF = 16384 };
+
+struct conn {
+    struct tcp_stream *st;
+    bool writing;
+    struct tcp_write wr;
+    unsigned char *buf;
+};
+
+static enum poll conn_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct conn *c = self;
+    for (;;) {
+        ssize_t n;
+        if (c->writing) {
+            if (tcp_write_poll(&c->wr, cx, &n) == POLL_PENDING)
+                return POLL_PENDING;
+            c->writing = false;
+            if (n < 0)
+                return POLL_READY;
+        }
+        if (tcp_stream_poll_read(c->st, cx, c->buf, BUF, &n) == POLL_PENDING)
+            return POLL_PENDING;
+        if (n <= 0)
+            return POLL_READY; /* end of stream or an error: done */
+        c->wr = tcp_write_all(c->st, c->buf, (size_t)n);
+        c->writing = true;
+    }
+}
+
+static void conn_drop(void *self)
+{
+    struct conn *c = self;
+    if (c->writing)
+        tcp_write_drop(&c->wr);
+    tcp_stream_close(c->st);
+    free(c->buf);
+}
+
+static const struct future_vtable conn_vt = FUTURE_VTABLE_INIT(struct conn, 0, conn_poll, conn_drop);
+
+struct acceptor {
+    struct runtime *rt;
+    struct tcp_accept acc;
+};
+
+static enum poll acceptor_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct acceptor *a = self;
+    for (;;) {
+        struct tcp_stream_result res;
+        if (tcp_accept_poll(&a->acc, cx, &res) == POLL_PENDING)
+            return POLL_PENDING;
+        if (res.err)
+            continue; /* a connection that failed before we took it: the next */
+        struct conn c = { .st = res.stream, .buf = malloc(BUF) };
+        if (!c.buf) {
+            tcp_stream_close(res.stream);
+            continue;
+        }
+        runtime_spawn(a->rt, future_of(&conn_vt, &c));
+    }
+}
+
+static void acceptor_drop(void *self) { tcp_accept_drop(&((struct acceptor *)self)->acc); }
+
+static const struct future_vtable acceptor_vt = FUTURE_VTABLE_INIT(struct acceptor, 0, acceptor_poll, acceptor_drop);
+
+int main(int argc, char **argv)
+{
+    struct runtime rt;
+    runtime_new(&rt);
+    struct tcp_listener *l = runtime_listen(&rt, argc > 1 ? atoi(argv[1]) : 0);
+    struct acceptor a = { .rt = &rt, .acc = tcp_accept(l) };
+    runtime_spawn(&rt, future_of(&acceptor_vt, &a));
+    executor_run(rt.ex); /* forever: the acceptor never finishes */
+    return 0;
+}
