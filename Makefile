@@ -15,7 +15,7 @@
 #   make labs                        regenerate labs/ from solutions/
 #   make handout                     the student handout, in build/handout
 #   make autograder                  a Gradescope autograder zip, build/autograder.zip
-#   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio) (bench/README.md)
+#   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio), echo (reference vs libuv vs Tokio) (bench/README.md)
 #   make clean
 .POSIX:
 SHELL = /bin/sh
@@ -99,4 +99,4 @@ bench:
 	@$(MAKE) -C bench run
 
 clean:
-	rm -rf build bench/build bench/tokio/target bench/tokio-time/target
+	rm -rf build bench/build bench/tokio/target bench/tokio-time/target bench/tokio-echo/target examples/06-reactor/build

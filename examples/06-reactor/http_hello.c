@@ -89,41 +89,17 @@ static void http_drop(void *self)
 
 static const struct future_vtable http_vt = FUTURE_VTABLE_INIT(struct http_conn, 0, http_poll, http_drop);
 
-struct acceptor {
-    struct runtime *rt;
-    struct tcp_accept acc;
-};
-
-static enum poll acceptor_poll(void *self, struct context *cx, void *out)
+static void on_stream(struct runtime *rt, struct tcp_stream *st)
 {
-    (void)out;
-    struct acceptor *a = self;
-    for (;;) {
-        struct tcp_stream_result res;
-        if (tcp_accept_poll(&a->acc, cx, &res) == POLL_PENDING)
-            return POLL_PENDING;
-        if (res.err)
-            continue;
-        struct http_conn c = { .st = res.stream, .buf = malloc(BUF) };
-        if (!c.buf) {
-            tcp_stream_close(res.stream);
-            continue;
-        }
-        runtime_spawn(a->rt, future_of(&http_vt, &c));
+    struct http_conn c = { .st = st, .buf = malloc(BUF) };
+    if (!c.buf) {
+        tcp_stream_close(st);
+        return;
     }
+    runtime_spawn(rt, future_of(&http_vt, &c));
 }
-
-static void acceptor_drop(void *self) { tcp_accept_drop(&((struct acceptor *)self)->acc); }
-
-static const struct future_vtable acceptor_vt = FUTURE_VTABLE_INIT(struct acceptor, 0, acceptor_poll, acceptor_drop);
 
 int main(int argc, char **argv)
 {
-    struct runtime rt;
-    runtime_new(&rt);
-    struct tcp_listener *l = runtime_listen(&rt, argc > 1 ? atoi(argv[1]) : 0);
-    struct acceptor a = { .rt = &rt, .acc = tcp_accept(l) };
-    runtime_spawn(&rt, future_of(&acceptor_vt, &a));
-    executor_run(rt.ex);
-    return 0;
+    return runtime_serve(argc > 1 ? atoi(argv[1]) : 0, on_stream);
 }

@@ -55,4 +55,44 @@ static inline struct tcp_listener *runtime_listen(struct runtime *rt, int port)
     return l;
 }
 
+/* The accept loop of a server: forever, each new stream goes to on_stream,
+ * which spawns the connection's task. A connection that failed before it
+ * was taken is skipped; running out of descriptors backs off (tcp.h). */
+typedef void (*runtime_on_stream)(struct runtime *rt, struct tcp_stream *st);
+
+struct acceptor {
+    struct runtime *rt;
+    struct tcp_accept acc;
+    runtime_on_stream on_stream;
+};
+
+static enum poll acceptor_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct acceptor *a = self;
+    for (;;) {
+        struct tcp_stream_result res;
+        if (tcp_accept_poll(&a->acc, cx, &res) == POLL_PENDING)
+            return POLL_PENDING;
+        if (res.err == 0)
+            a->on_stream(a->rt, res.stream);
+    }
+}
+
+static void acceptor_drop(void *self) { tcp_accept_drop(&((struct acceptor *)self)->acc); }
+
+static const struct future_vtable acceptor_vt = FUTURE_VTABLE_INIT(struct acceptor, 0, acceptor_poll, acceptor_drop);
+
+/* Binds 127.0.0.1:port, spawns the accept loop, runs forever. */
+static inline int runtime_serve(int port, runtime_on_stream on_stream)
+{
+    struct runtime rt;
+    runtime_new(&rt);
+    struct tcp_listener *l = runtime_listen(&rt, port);
+    struct acceptor a = { .rt = &rt, .acc = tcp_accept(l), .on_stream = on_stream };
+    runtime_spawn(&rt, future_of(&acceptor_vt, &a));
+    executor_run(rt.ex); /* the accept loop never finishes */
+    return 0;
+}
+
 #endif

@@ -247,78 +247,86 @@ static void fill(struct io_reg *reg, int fd, struct context *cx)
     cr_assert_fail("the socket never filled: write readiness is never cleared on EAGAIN");
 }
 
+/* One socket, its registration, a reader's and a writer's counting waker. */
+struct duo {
+    struct bare b;
+    int sv[2];
+    struct io_reg *reg;
+    struct counting_waker *rw, *ww;
+    struct waker rk, wk;
+    struct context rcx, wcx;
+};
+
+static void duo_new(struct duo *d)
+{
+    bare_new(&d->b);
+    nb_socketpair(d->sv);
+    d->reg = reg_of(d->b.r, d->sv[0]);
+    d->rw = counting_waker_new("reader");
+    d->ww = counting_waker_new("writer");
+    d->rk = counting_waker_get(d->rw);
+    d->wk = counting_waker_get(d->ww);
+    d->rcx = context_from_waker(&d->rk);
+    d->wcx = context_from_waker(&d->wk);
+    driver_park(d->b.d, 0); /* the initial writable edge */
+}
+
+static void duo_free(struct duo *d)
+{
+    reactor_deregister(d->b.r, d->reg);
+    close(d->sv[0]);
+    close(d->sv[1]);
+    cr_assert_eq(counting_waker_counts(d->rw).live, 1, "a reader waker reference leaked");
+    cr_assert_eq(counting_waker_counts(d->ww).live, 1, "a writer waker reference leaked");
+    counting_waker_free(d->rw);
+    counting_waker_free(d->ww);
+    bare_free(&d->b);
+}
+
 /* A reader and a writer wait on one socket: data wakes the reader only,
  * room to write wakes the writer only. */
 LAB_TEST(reactor, read_and_write_wake_independently, 5)
 {
-    struct bare b;
-    bare_new(&b);
-    int sv[2];
-    nb_socketpair(sv);
-    struct io_reg *reg = reg_of(b.r, sv[0]);
-    struct counting_waker *rw = counting_waker_new("reader"), *ww = counting_waker_new("writer");
-    struct waker rk = counting_waker_get(rw), wk = counting_waker_get(ww);
-    struct context rcx = context_from_waker(&rk), wcx = context_from_waker(&wk);
-    driver_park(b.d, 0); /* the initial writable edge */
-    fill(reg, sv[0], &wcx);
+    struct duo d;
+    duo_new(&d);
+    fill(d.reg, d.sv[0], &d.wcx);
     struct io_ready ev;
-    cr_assert_eq(reactor_poll_ready(reg, IO_WRITE, &wcx, &ev), POLL_PENDING, "a full socket was write-ready");
-    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &rcx, &ev), POLL_PENDING, "read-ready with nothing sent");
+    cr_assert_eq(reactor_poll_ready(d.reg, IO_WRITE, &d.wcx, &ev), POLL_PENDING, "a full socket was write-ready");
+    cr_assert_eq(reactor_poll_ready(d.reg, IO_READ, &d.rcx, &ev), POLL_PENDING, "read-ready with nothing sent");
 
-    cr_assert(write(sv[1], "x", 1) == 1, "write failed in the test itself");
-    park_until_woken(&b, rw, 1);
-    cr_assert_eq(counting_waker_woken(rw), 1, "a byte arrived, the reader was woken %u times; expected 1",
-                 counting_waker_woken(rw));
-    cr_assert_eq(counting_waker_woken(ww), 0, "a byte arrived and the writer was woken: only readable came");
+    cr_assert(write(d.sv[1], "x", 1) == 1, "write failed in the test itself");
+    park_until_woken(&d.b, d.rw, 1);
+    cr_assert_eq(counting_waker_woken(d.rw), 1, "a byte arrived, the reader was woken %u times; expected 1",
+                 counting_waker_woken(d.rw));
+    cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken: only readable came");
 
     /* the peer drains everything: room to write */
     static char sink[65536];
-    while (read(sv[1], sink, sizeof sink) > 0)
+    while (read(d.sv[1], sink, sizeof sink) > 0)
         ;
-    park_until_woken(&b, ww, 1);
-    cr_assert_eq(counting_waker_woken(ww), 1, "the peer made room and the writer was woken %u times; expected 1 "
+    park_until_woken(&d.b, d.ww, 1);
+    cr_assert_eq(counting_waker_woken(d.ww), 1, "the peer made room and the writer was woken %u times; expected 1 "
                  "(with one waker slot shared by both directions, the reader's registration replaced it)",
-                 counting_waker_woken(ww));
-    cr_assert_eq(counting_waker_woken(rw), 1, "room to write woke the reader again");
-    reactor_deregister(b.r, reg);
-    close(sv[0]);
-    close(sv[1]);
-    cr_assert_eq(counting_waker_counts(rw).live, 1, "a reader waker reference leaked");
-    cr_assert_eq(counting_waker_counts(ww).live, 1, "a writer waker reference leaked");
-    counting_waker_free(rw);
-    counting_waker_free(ww);
-    bare_free(&b);
+                 counting_waker_woken(d.ww));
+    cr_assert_eq(counting_waker_woken(d.rw), 1, "room to write woke the reader again");
+    duo_free(&d);
 }
 
 /* The same, the other way round: the writer registers last. */
 LAB_TEST(reactor, writer_registered_last, 5)
 {
-    struct bare b;
-    bare_new(&b);
-    int sv[2];
-    nb_socketpair(sv);
-    struct io_reg *reg = reg_of(b.r, sv[0]);
-    struct counting_waker *rw = counting_waker_new("reader"), *ww = counting_waker_new("writer");
-    struct waker rk = counting_waker_get(rw), wk = counting_waker_get(ww);
-    struct context rcx = context_from_waker(&rk), wcx = context_from_waker(&wk);
-    driver_park(b.d, 0);
+    struct duo d;
+    duo_new(&d);
     struct io_ready ev;
-    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &rcx, &ev), POLL_PENDING, "read-ready with nothing sent");
-    fill(reg, sv[0], &wcx);
-    cr_assert(write(sv[1], "x", 1) == 1, "write failed in the test itself");
-    park_until_woken(&b, rw, 1);
-    cr_assert_eq(counting_waker_woken(rw), 1, "a byte arrived, the reader (registered first) was woken %u times; "
+    cr_assert_eq(reactor_poll_ready(d.reg, IO_READ, &d.rcx, &ev), POLL_PENDING, "read-ready with nothing sent");
+    fill(d.reg, d.sv[0], &d.wcx);
+    cr_assert(write(d.sv[1], "x", 1) == 1, "write failed in the test itself");
+    park_until_woken(&d.b, d.rw, 1);
+    cr_assert_eq(counting_waker_woken(d.rw), 1, "a byte arrived, the reader (registered first) was woken %u times; "
                  "expected 1: the writer's registration must not replace the reader's waker",
-                 counting_waker_woken(rw));
-    cr_assert_eq(counting_waker_woken(ww), 0, "a byte arrived and the writer was woken");
-    reactor_deregister(b.r, reg);
-    close(sv[0]);
-    close(sv[1]);
-    cr_assert_eq(counting_waker_counts(rw).live, 1, "a waker reference leaked");
-    cr_assert_eq(counting_waker_counts(ww).live, 1, "a waker reference leaked");
-    counting_waker_free(rw);
-    counting_waker_free(ww);
-    bare_free(&b);
+                 counting_waker_woken(d.rw));
+    cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken");
+    duo_free(&d);
 }
 
 /* ---- deregistration -------------------------------------------------------------------- */
@@ -494,42 +502,23 @@ static enum poll byte_reader_poll(void *self, struct context *cx, void *out)
 }
 static const struct future_vtable byte_reader_vt = FUTURE_VTABLE_INIT(struct byte_reader, 0, byte_reader_poll, NULL);
 
-struct delayed_send {
-    int fd;
-    unsigned ms;
-};
-static void *delayed_send(void *arg)
-{
-    struct delayed_send *d = arg;
-    lab_sleep_ms(d->ms);
-    if (send(d->fd, "z", 1, MSG_NOSIGNAL) != 1)
-        return (void *)1;
-    return NULL;
-}
-
 LAB_TEST(io_driver, timers_and_io_share_one_park, 10)
 {
     struct iostack s;
     iostack_new(&s);
-    struct tcp_listener *l;
-    cr_assert_eq(tcp_listener_bind(s.r, s.td, "127.0.0.1", 0, &l), 0, "tcp_listener_bind failed");
-    int peer = raw_connect(tcp_listener_port(l));
-    struct tcp_accept acc = tcp_accept(l);
-    struct tcp_stream_result res;
-    enum executor_status st = executor_block_on(s.ex, tcp_accept_future(&acc), &res);
-    cr_assert_eq(st, EXECUTOR_OK, "block_on(accept) ended with %s", executor_status_str(st));
-    cr_assert_eq(res.err, 0, "accept failed: %s", strerror(-res.err));
+    struct conn c;
+    conn_new(&s, &c);
 
     uint64_t start = monotonic_ns(), slept_at = 0, read_at = 0;
     struct sleeper sl = { .sl = sleep_for(s.td, 150 * MS_NS), .at = &slept_at };
     ssize_t got = 0;
-    struct byte_reader br = { .st = res.stream, .at = &read_at, .got = &got };
+    struct byte_reader br = { .st = c.st, .at = &read_at, .got = &got };
     uint64_t w0 = io_driver_test_waits(s.io), c0 = thread_cpu_ns();
     iostack_spawn(&s, future_of(&sleeper_vt, &sl));
     iostack_spawn(&s, future_of(&byte_reader_vt, &br));
-    struct delayed_send ds = { .fd = peer, .ms = 20 };
+    struct delayed ds = { .fd = c.peer, .ms = 20, .msg = "z", .end = PEER_KEEP };
     pthread_t th;
-    pthread_create(&th, NULL, delayed_send, &ds);
+    pthread_create(&th, NULL, delayed_peer, &ds);
     iostack_run(&s);
     pthread_join(th, NULL);
     uint64_t cpu = thread_cpu_ns() - c0, waits = io_driver_test_waits(s.io) - w0;
@@ -543,9 +532,7 @@ LAB_TEST(io_driver, timers_and_io_share_one_park, 10)
     cr_assert_leq(waits, 12, "%llu epoll_wait calls for one byte and one 150 ms sleep: the park timeout must be "
                   "the next timer's expiration", (unsigned long long)waits);
     cr_assert_lt(cpu, 30 * MS_NS * LAB_TIMEOUT_SCALE, "waiting 150 ms cost %.1f ms of CPU", cpu / 1e6);
-    tcp_stream_close(res.stream);
-    close(peer);
-    tcp_listener_close(l);
+    conn_free(&c);
     iostack_free(&s);
 }
 

@@ -39,6 +39,28 @@ void iostack_free(struct iostack *s);
 void iostack_run(struct iostack *s);
 /* Spawns a future and drops its join handle (the task runs detached). */
 void iostack_spawn(struct iostack *s, struct future f);
+/* A listener on 127.0.0.1, any port, with the stack's time driver. */
+struct tcp_listener *iostack_listen(struct iostack *s);
+
+/* A listener, a raw (blocking) peer connected to it, and the accepted stream. */
+struct conn {
+    struct tcp_listener *l;
+    struct tcp_stream *st;  /* NULL once the test closed it */
+    int peer;               /* -1 once the test closed it */
+};
+void conn_new(struct iostack *s, struct conn *c);
+void conn_free(struct conn *c);
+
+/* A thread's errand on the peer's side: after `ms`, send msg (if not NULL),
+ * then shut down the write half, reset the connection, or do nothing. */
+enum peer_end { PEER_KEEP, PEER_SHUTDOWN, PEER_RESET };
+struct delayed {
+    int fd;
+    unsigned ms;
+    const char *msg;
+    enum peer_end end;
+};
+void *delayed_peer(void *arg);  /* returns non-NULL when the send failed */
 
 /* ---- raw sockets (blocking, the test's side of a connection) --------------- */
 /* A non-blocking AF_UNIX stream socketpair. */

@@ -48,6 +48,50 @@ void iostack_spawn(struct iostack *s, struct future f)
     join_handle_drop(h);
 }
 
+struct tcp_listener *iostack_listen(struct iostack *s)
+{
+    struct tcp_listener *l = NULL;
+    int e = tcp_listener_bind(s->r, s->td, "127.0.0.1", 0, &l);
+    cr_assert_eq(e, 0, "tcp_listener_bind on 127.0.0.1:0 failed: %s", strerror(-e));
+    cr_assert_neq(tcp_listener_port(l), 0, "the listener reports port 0");
+    return l;
+}
+
+void conn_new(struct iostack *s, struct conn *c)
+{
+    c->l = iostack_listen(s);
+    c->peer = raw_connect(tcp_listener_port(c->l));
+    struct tcp_accept acc = tcp_accept(c->l);
+    struct tcp_stream_result res = { .err = 1 };
+    enum executor_status st = executor_block_on(s->ex, tcp_accept_future(&acc), &res);
+    cr_assert_eq(st, EXECUTOR_OK, "block_on(accept) with a client waiting ended with %s", executor_status_str(st));
+    cr_assert_eq(res.err, 0, "accept with a client waiting failed: %s", strerror(-res.err));
+    cr_assert_not_null(res.stream, "accept gave no stream");
+    c->st = res.stream;
+}
+
+void conn_free(struct conn *c)
+{
+    if (c->st)
+        tcp_stream_close(c->st);
+    if (c->peer >= 0)
+        close(c->peer);
+    tcp_listener_close(c->l);
+}
+
+void *delayed_peer(void *arg)
+{
+    struct delayed *d = arg;
+    lab_sleep_ms(d->ms);
+    if (d->msg && send(d->fd, d->msg, strlen(d->msg), MSG_NOSIGNAL) != (ssize_t)strlen(d->msg))
+        return (void *)1;
+    if (d->end == PEER_SHUTDOWN)
+        shutdown(d->fd, SHUT_WR);
+    else if (d->end == PEER_RESET)
+        raw_close_reset(d->fd);
+    return NULL;
+}
+
 void nb_socketpair(int sv[2])
 {
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0,

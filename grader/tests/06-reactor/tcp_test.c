@@ -16,36 +16,6 @@
 LAB_SUITE(tcp, 10);
 LAB_SUITE(tcp_stress, 30);
 
-/* A listener on the stack, a raw (blocking) peer connected to it, and the
- * accepted stream. */
-struct conn {
-    struct tcp_listener *l;
-    struct tcp_stream *st;
-    int peer;
-};
-
-static void conn_new(struct iostack *s, struct conn *c)
-{
-    cr_assert_eq(tcp_listener_bind(s->r, s->td, "127.0.0.1", 0, &c->l), 0, "tcp_listener_bind on 127.0.0.1:0 failed");
-    c->peer = raw_connect(tcp_listener_port(c->l));
-    struct tcp_accept acc = tcp_accept(c->l);
-    struct tcp_stream_result res = { .err = 1 };
-    enum executor_status st = executor_block_on(s->ex, tcp_accept_future(&acc), &res);
-    cr_assert_eq(st, EXECUTOR_OK, "block_on(accept) with a client waiting ended with %s", executor_status_str(st));
-    cr_assert_eq(res.err, 0, "accept with a client waiting failed: %s", strerror(-res.err));
-    cr_assert_not_null(res.stream, "accept gave no stream");
-    c->st = res.stream;
-}
-
-static void conn_free(struct conn *c)
-{
-    if (c->st)
-        tcp_stream_close(c->st);
-    if (c->peer >= 0)
-        close(c->peer);
-    tcp_listener_close(c->l);
-}
-
 /* ---- round trips ---------------------------------------------------------------- */
 
 /* A server task and two client tasks on one executor: 1 byte and 300 KB
@@ -54,9 +24,7 @@ LAB_TEST(tcp, round_trip, 10)
 {
     struct iostack s;
     iostack_new(&s);
-    struct tcp_listener *l;
-    cr_assert_eq(tcp_listener_bind(s.r, s.td, "127.0.0.1", 0, &l), 0, "tcp_listener_bind on 127.0.0.1:0 failed");
-    cr_assert_neq(tcp_listener_port(l), 0, "the listener reports port 0");
+    struct tcp_listener *l = iostack_listen(&s);
     struct echo_tally tally = { 0 };
     struct echo_server es = { .s = &s, .l = l, .conns = 2, .tally = &tally };
     iostack_spawn(&s, echo_server_future(&es));
@@ -185,26 +153,6 @@ LAB_TEST(tcp, trickle_with_short_reads, 10) { trickle_run(true); }
 
 /* ---- end of stream, resets, SIGPIPE --------------------------------------------------- */
 
-struct delayed {
-    int fd;
-    unsigned ms;
-    const char *msg;
-    int how;    /* 0: shutdown(SHUT_WR), 1: close with a reset */
-};
-
-static void *delayed_end(void *arg)
-{
-    struct delayed *d = arg;
-    lab_sleep_ms(d->ms);
-    if (d->msg && send(d->fd, d->msg, strlen(d->msg), MSG_NOSIGNAL) < 0)
-        return (void *)1;
-    if (d->how == 0)
-        shutdown(d->fd, SHUT_WR);
-    else
-        raw_close_reset(d->fd);
-    return NULL;
-}
-
 /* The reader is already waiting when the peer sends 5 bytes and hangs up:
  * 5 bytes, then end of stream (a read of 0), and again 0. */
 LAB_TEST(tcp, peer_hangup_is_end_of_stream, 5)
@@ -215,9 +163,9 @@ LAB_TEST(tcp, peer_hangup_is_end_of_stream, 5)
     conn_new(&s, &c);
     struct drained d = { 0 };
     struct drain_reader dr = { .st = c.st, .d = &d };
-    struct delayed dl = { .fd = c.peer, .ms = 20, .msg = "hello", .how = 0 };
+    struct delayed dl = { .fd = c.peer, .ms = 20, .msg = "hello", .end = PEER_SHUTDOWN };
     pthread_t th;
-    pthread_create(&th, NULL, delayed_end, &dl);
+    pthread_create(&th, NULL, delayed_peer, &dl);
     enum executor_status st = executor_block_on(s.ex, future_of(&drain_reader_vt, &dr), NULL);
     pthread_join(th, NULL);
     cr_assert_eq(st, EXECUTOR_OK, "block_on(read to end) ended with %s", executor_status_str(st));
@@ -234,8 +182,8 @@ LAB_TEST(tcp, peer_hangup_is_end_of_stream, 5)
     conn_new(&s, &c);
     struct drained d3 = { 0 };
     dr = (struct drain_reader){ .st = c.st, .d = &d3 };
-    dl = (struct delayed){ .fd = c.peer, .ms = 20, .msg = NULL, .how = 0 };
-    pthread_create(&th, NULL, delayed_end, &dl);
+    dl = (struct delayed){ .fd = c.peer, .ms = 20, .msg = NULL, .end = PEER_SHUTDOWN };
+    pthread_create(&th, NULL, delayed_peer, &dl);
     st = executor_block_on(s.ex, future_of(&drain_reader_vt, &dr), NULL);
     pthread_join(th, NULL);
     cr_assert(st == EXECUTOR_OK && d3.eof && d3.got == 0 && d3.err == 0, "a waiting reader was not told end of "
@@ -253,9 +201,9 @@ LAB_TEST(tcp, reset_is_an_error, 5)
     conn_new(&s, &c);
     struct drained d = { 0 };
     struct drain_reader dr = { .st = c.st, .d = &d };
-    struct delayed dl = { .fd = c.peer, .ms = 20, .msg = NULL, .how = 1 };
+    struct delayed dl = { .fd = c.peer, .ms = 20, .msg = NULL, .end = PEER_RESET };
     pthread_t th;
-    pthread_create(&th, NULL, delayed_end, &dl);
+    pthread_create(&th, NULL, delayed_peer, &dl);
     enum executor_status st = executor_block_on(s.ex, future_of(&drain_reader_vt, &dr), NULL);
     pthread_join(th, NULL);
     c.peer = -1; /* closed by the thread */
@@ -331,8 +279,7 @@ LAB_TEST(tcp, accept_emfile_backs_off, 10)
 {
     struct iostack s;
     iostack_new(&s);
-    struct tcp_listener *l;
-    cr_assert_eq(tcp_listener_bind(s.r, s.td, "127.0.0.1", 0, &l), 0, "tcp_listener_bind failed");
+    struct tcp_listener *l = iostack_listen(&s);
     int client = raw_connect(tcp_listener_port(l));
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -413,8 +360,7 @@ LAB_TEST(tcp, drop_pending_connect_and_accept, 5)
 {
     struct iostack s;
     iostack_new(&s);
-    struct tcp_listener *l;
-    cr_assert_eq(tcp_listener_bind(s.r, s.td, "127.0.0.1", 0, &l), 0, "tcp_listener_bind failed");
+    struct tcp_listener *l = iostack_listen(&s);
     struct counting_waker *cw = counting_waker_new("task");
     struct waker wk = counting_waker_get(cw);
     struct context cx = context_from_waker(&wk);
@@ -491,8 +437,7 @@ LAB_TEST(tcp, thousand_connections, 20)
                   limit, n);
     struct iostack s;
     iostack_new(&s);
-    struct tcp_listener *l;
-    cr_assert_eq(tcp_listener_bind(s.r, s.td, "127.0.0.1", 0, &l), 0, "tcp_listener_bind failed");
+    struct tcp_listener *l = iostack_listen(&s);
     struct echo_tally tally = { 0 };
     struct echo_server es = { .s = &s, .l = l, .conns = n, .tally = &tally };
     iostack_spawn(&s, echo_server_future(&es));
@@ -676,8 +621,7 @@ LAB_TEST(tcp_stress, duplex_echo, 30)
 {
     struct iostack s;
     iostack_new(&s);
-    struct tcp_listener *l;
-    cr_assert_eq(tcp_listener_bind(s.r, s.td, "127.0.0.1", 0, &l), 0, "tcp_listener_bind failed");
+    struct tcp_listener *l = iostack_listen(&s);
     struct stress_client sc = { .port = tcp_listener_port(l), .conns = 8, .total = lab_scale(200000, 20000),
                                 .seed = lab_seed() };
     atomic_init(&sc.finished, false);
