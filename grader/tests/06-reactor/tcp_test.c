@@ -14,7 +14,7 @@
 #include "stage06.h"
 
 LAB_SUITE(tcp, 10);
-LAB_SUITE(tcp_stress, 30);
+LAB_SUITE(tcp_stress, 15);
 
 /* ---- round trips ---------------------------------------------------------------- */
 
@@ -148,8 +148,8 @@ static void trickle_run(bool short_read)
     iostack_free(&s);
 }
 
-LAB_TEST(tcp, trickle_drains_to_eagain, 10) { trickle_run(false); }
-LAB_TEST(tcp, trickle_with_short_reads, 10) { trickle_run(true); }
+LAB_TEST(tcp, trickle_drains_to_eagain, 5) { trickle_run(false); }
+LAB_TEST(tcp, trickle_with_short_reads, 5) { trickle_run(true); }
 
 /* ---- end of stream, resets, SIGPIPE --------------------------------------------------- */
 
@@ -617,7 +617,7 @@ static void *unparker_thread(void *arg)
     return NULL;
 }
 
-LAB_TEST(tcp_stress, duplex_echo, 30)
+LAB_TEST(tcp_stress, duplex_echo, 15)
 {
     struct iostack s;
     iostack_new(&s);
