@@ -2,6 +2,9 @@
  *
  *   echo_server [port]      (default 0: any free port; it prints which)
  *
+ * ECHO_SHORT_READ=0 in the environment turns the short-read refinement off
+ * (tcp.h, contract 5): every read is then followed by one that says EAGAIN.
+ *
  * One task accepts, forever; one task per connection reads and writes back
  * what it read until end of stream. Every task is a hand-written state
  * machine over tcp.h's poll functions: the C shape of
@@ -56,8 +59,11 @@ static void conn_drop(void *self)
 
 static const struct future_vtable conn_vt = FUTURE_VTABLE_INIT(struct conn, 0, conn_poll, conn_drop);
 
+static bool short_reads = true;
+
 static void on_stream(struct runtime *rt, struct tcp_stream *st)
 {
+    tcp_stream_set_short_read(st, short_reads);
     struct conn c = { .st = st, .buf = malloc(BUF) };
     if (!c.buf) {
         tcp_stream_close(st);
@@ -68,5 +74,7 @@ static void on_stream(struct runtime *rt, struct tcp_stream *st)
 
 int main(int argc, char **argv)
 {
+    const char *sr = getenv("ECHO_SHORT_READ");
+    short_reads = !(sr && sr[0] == '0');
     return runtime_serve(argc > 1 ? atoi(argv[1]) : 0, on_stream);
 }
