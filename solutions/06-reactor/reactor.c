@@ -199,7 +199,9 @@ void reactor_deregister(struct reactor *r, struct io_reg *reg)
     reg->live = false;
     reg->generation++; /* every token handed out for this slot is stale from now on */
     reg->fd = -1;
-    atomic_store_explicit(&reg->ready, 0, memory_order_relaxed); /* nobody may poll a dead slot */
+    /* relaxed: under the lock, and nobody polls a slot after deregistering
+     * it; the next register starts from 0 again */
+    atomic_store_explicit(&reg->ready, 0, memory_order_relaxed);
     struct waker rd = waker_take(&reg->reader);
     struct waker wr = waker_take(&reg->writer);
     reg->next_free = r->free_head;
@@ -216,9 +218,10 @@ enum poll reactor_poll_ready(struct io_reg *reg, enum io_direction dir, struct c
 {
     /* BEGIN STUDENT: ready bits of this direction set? that snapshot is the answer; else, under the lock, look again and store the waker (docs/06-reactor.md#poll-ready) */
     unsigned mask = dir == IO_READ ? READ_MASK : WRITE_MASK;
-    /* acquire: pairs with dispatch's release CAS; what happened before the
-     * edge (a peer's data is the kernel's business) is not ours to see, but
-     * the tick must be the one of these bits */
+    /* acquire: pairs with dispatch's release CAS. Bits and tick come in one
+     * load, so they always belong together; the pairing makes whatever the
+     * dispatching thread wrote before it set the bits visible to the task
+     * that acts on them (a second thread's poll sees a settled slot). */
     uint64_t word = atomic_load_explicit(&reg->ready, memory_order_acquire);
     if (BITS(word) & mask) {
         *ev = (struct io_ready){ .bits = BITS(word) & mask, .tick = TICK(word) };
