@@ -1,6 +1,6 @@
 /* load_client.c - drives an echo server and measures it.
  *
- *   load_client HOST PORT CONNECTIONS ROUND_TRIPS SIZE
+ *   load_client HOST PORT CONNECTIONS ROUND_TRIPS SIZE     (HOST: a name or an address)
  *
  * Opens CONNECTIONS connections, then on each one, ROUND_TRIPS times: sends
  * SIZE bytes and waits until SIZE bytes have come back (checking them). All
@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
@@ -78,9 +79,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s HOST PORT CONNECTIONS ROUND_TRIPS SIZE\n", argv[0]);
         return 2;
     }
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
-    if (inet_pton(AF_INET, argv[1], &addr.sin_addr) != 1) {
-        fprintf(stderr, "bad IPv4 address %s\n", argv[1]);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *addr;
+    int gai = getaddrinfo(argv[1], argv[2], &hints, &addr);
+    if (gai != 0) {
+        fprintf(stderr, "%s:%s: %s\n", argv[1], argv[2], gai_strerror(gai));
         return 2;
     }
     unsigned nconn = (unsigned)atoi(argv[3]), rounds = (unsigned)atoi(argv[4]);
@@ -98,10 +100,10 @@ int main(int argc, char **argv)
     if (ep < 0)
         die("epoll_create1");
     for (unsigned i = 0; i < nconn; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        int fd = socket(addr->ai_family, SOCK_STREAM, 0);
         if (fd < 0)
             die("socket");
-        if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0)
+        if (connect(fd, addr->ai_addr, addr->ai_addrlen) < 0)
             die("connect");
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
