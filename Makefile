@@ -16,7 +16,7 @@
 #   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
 #   make autograder                  a Gradescope autograder zip, build/autograder.zip
-#   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio) (bench/README.md)
+#   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio), echo (reference vs libuv vs Tokio) (bench/README.md)
 #   make clean
 .POSIX:
 SHELL = /bin/sh
@@ -106,4 +106,4 @@ bench:
 	@$(MAKE) -C bench run
 
 clean:
-	rm -rf build bench/build bench/tokio/target bench/tokio-time/target
+	rm -rf build bench/build bench/tokio/target bench/tokio-time/target bench/tokio-echo/target examples/06-reactor/build
