@@ -113,7 +113,7 @@ deps-test:
 # The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
 trace:
 	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
-	@$(or $(PY_MPL),$(PY),python3) grader/trace.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
+	@$(or $(PY_MPL),$(PY),python3) grader/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
 	    --out "$(OUT)" $(if $(RENDER),--render "$(RENDER)")
 
 # Never a prerequisite of test: CI runs only `make test`.

@@ -55,13 +55,31 @@ struct chunk {
     struct rec rec[CHUNK_RECS];
 };
 
+/* A thread's name; a renamed thread keeps its old names (trace_write may be
+ * reading one), linked so that they stay reachable. */
+struct name {
+    struct name *older;
+    char s[];
+};
+
+static struct name *name_new(const char *s, struct name *older)
+{
+    size_t n = strlen(s) + 1;
+    struct name *nm = malloc(sizeof *nm + n);
+    if (nm) {
+        nm->older = older;
+        memcpy(nm->s, s, n);
+    }
+    return nm;
+}
+
 struct buf {
     struct buf *next;         /* immutable once the buffer is on the list */
     struct chunk *head;       /* immutable */
     struct chunk *tail;       /* the owner thread only */
     uint64_t recs;            /* records appended; the owner thread only */
     _Atomic uint64_t dropped; /* relaxed: a count, read once at write time */
-    _Atomic(char *) name;     /* acq_rel exchange by the owner, acquire by the writer */
+    _Atomic(struct name *) name; /* release by the owner, acquire by the writer */
     uint32_t tid;             /* immutable */
 };
 
@@ -128,7 +146,7 @@ static struct buf *buf_new(void)
         snprintf(dflt, sizeof dflt, "main");
     else
         snprintf(dflt, sizeof dflt, "thread %u", (unsigned)b->tid);
-    atomic_init(&b->name, strdup(dflt));
+    atomic_init(&b->name, name_new(dflt, NULL));
     struct buf *head = atomic_load_explicit(&all_bufs, memory_order_relaxed);
     do
         b->next = head;
@@ -199,11 +217,13 @@ struct trace_poll trace_poll_begin(struct trace_task *tt, bool cancelled)
                             .outer = cur_task };
     if (!trace_on)
         return p;
+    /* acquire: pairs with the release CAS in trace_wake_begin, so the wake's
+     * timestamp, read before that CAS, is earlier than ours, read after: an
+     * arrow never points back in time. (Its "s" record is published by the
+     * waking thread's own buffer.) */
+    uint32_t flow = atomic_exchange_explicit(&tt->flow, 0, memory_order_acquire);
     p.t0 = now();
     put(R_POLL_B, p.t0, p.id, cancelled, (uint32_t)p.line, p.file, p.name);
-    /* relaxed: the arrow's id is a label; its "s" record is published by the
-     * waking thread's own buffer */
-    uint32_t flow = atomic_exchange_explicit(&tt->flow, 0, memory_order_relaxed);
     if (flow)
         put(R_FLOW_F, p.t0, p.id, flow, 0, NULL, NULL);
     cur_task = p.id;
@@ -244,9 +264,10 @@ void trace_wake_begin(struct trace_task *tt, bool arrow)
         return;
     uint32_t id = atomic_fetch_add_explicit(&next_flow, 1, memory_order_relaxed);
     uint32_t none = 0;
-    /* relaxed: a label (see trace_poll_begin). Fails when an arrow is already
-     * pending: the task is queued once, and so gets one arrow (the first wake's) */
-    if (atomic_compare_exchange_strong_explicit(&tt->flow, &none, id, memory_order_relaxed,
+    /* release: pairs with the acquire exchange in trace_poll_begin (timestamps
+     * in order). Fails when an arrow is already pending: the task is queued
+     * once, and so gets one arrow (the first wake's). */
+    if (atomic_compare_exchange_strong_explicit(&tt->flow, &none, id, memory_order_release,
                                                 memory_order_relaxed))
         put(R_FLOW_S, t, tt->id, id, 0, NULL, NULL);
 }
@@ -331,15 +352,12 @@ void trace_thread_name(const char *name)
     if (!my_buf && !(my_buf = buf_new()))
         return;
     /* relaxed: this thread is the only one that stores the name */
-    const char *old = atomic_load_explicit(&my_buf->name, memory_order_relaxed);
-    if (old && strcmp(old, name) == 0)
+    struct name *old = atomic_load_explicit(&my_buf->name, memory_order_relaxed);
+    if (old && strcmp(old->s, name) == 0)
         return;
-    char *copy = strdup(name);
-    if (!copy)
-        return;
-    /* acq_rel: release publishes the copy to trace_write's acquire load; the
-     * old name is left (trace_write may be reading it): a few bytes */
-    atomic_exchange_explicit(&my_buf->name, copy, memory_order_acq_rel);
+    struct name *nm = name_new(name, old);
+    if (nm) /* release: publishes the copy; pairs with trace_write's acquire load */
+        atomic_store_explicit(&my_buf->name, nm, memory_order_release);
 }
 
 /* ---- writing ---------------------------------------------------------------- */
@@ -473,8 +491,9 @@ int trace_write(void)
     fputs(",\"args\":{\"name\":\"lab runtime\"}}", f);
     char name[64];
     for (struct buf *bf = bufs; bf; bf = bf->next) {
-        /* acquire: pairs with trace_thread_name's exchange */
-        const char *tn = atomic_load_explicit(&bf->name, memory_order_acquire);
+        /* acquire: pairs with trace_thread_name's release store */
+        struct name *nm = atomic_load_explicit(&bf->name, memory_order_acquire);
+        const char *tn = nm ? nm->s : "thread";
         ev(f, &first, "M", "thread_name", "__metadata", 0, bf->tid);
         fputs(",\"args\":{\"name\":", f);
         put_str(f, tn);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build a stage's example with tracing on, run it, keep its trace (`make trace`).
 
-    trace.py --stage 3 [--example three_tasks] [--target labs] [--out trace.json]
+    trace_build.py --stage 3 [--example three_tasks] [--target labs] [--out trace.json]
              [--render trace.png] [--build-only] [-- example arguments]
 
 The example is examples/NN-name/<example>.c. It is compiled with -DLAB_TRACE
