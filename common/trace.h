@@ -105,31 +105,40 @@ struct trace_poll {
     int line;
 };
 
+/* True while recording (set once, before main, from LAB_TRACE): the hooks
+ * below that sit on hot paths test it inline before calling in, so a build
+ * with tracing compiled in but switched off pays a load and a branch. */
+extern bool trace_on_;
+
+/* Whether this run records (LAB_TRACE=0: no). A traced wrapper tests it
+ * first, so that a switched-off build does no more than that. */
+static inline bool trace_enabled(void) { return trace_on_; }
 /* The next spawn on this thread was written at file:line (the spawn macros
  * of executor.h call it; a scheduler's own spawn macro may too). */
-void trace_spawn_site(const char *file, int line);
-/* A task was created: gives it an id, takes the pending spawn site. */
-void trace_task_spawn(struct trace_task *tt, const char *future_name);
+static inline void trace_spawn_site(const char *file, int line);
+/* A task was created: gives it an id, takes the pending spawn site. Until
+ * then (and when not recording) *tt is not read by any hook. */
+static inline void trace_task_spawn(struct trace_task *tt, const char *future_name);
 /* One run of the task begins on this thread (cancelled: it drops its future). */
-struct trace_poll trace_poll_begin(struct trace_task *tt, bool cancelled);
+static inline struct trace_poll trace_poll_begin(struct trace_task *tt, bool cancelled);
 /* ... and ends; lights the stall lamp when it took too long. */
-void trace_poll_end(struct trace_poll p);
+static inline void trace_poll_end(struct trace_poll p);
 /* The task completed (or was cancelled): from a scheduler's release hook. */
-void trace_task_complete(const struct trace_task *tt);
+static inline void trace_task_complete(const struct trace_task *tt);
 /* A waker of the task is being called; arrow: whether to draw a wake arrow
  * to the task's next poll (false for a wake that cannot lead to one, for
  * instance on a completed task). */
-void trace_wake_begin(struct trace_task *tt, bool arrow);
-void trace_wake_end(void);
+static inline void trace_wake_begin(struct trace_task *tt, bool arrow);
+static inline void trace_wake_end(void);
 /* A driver's turn whose wakes come from `src` (timer, io). */
 void trace_source_begin(enum trace_source src);
 void trace_source_end(void);
 /* The thread parks in a driver / is back (woken: an unpark was consumed). */
-void trace_park_begin(int64_t timeout_ns);
-void trace_park_end(bool woken);
-void trace_unpark(void);
+static inline void trace_park_begin(int64_t timeout_ns);
+static inline void trace_park_end(bool woken);
+static inline void trace_unpark(void);
 /* The cooperative budget ran out inside the task being polled. */
-void trace_budget_exhausted(void);
+static inline void trace_budget_exhausted(void);
 /* n timers fired in the current turn. */
 void trace_timer_fire(uint64_t count);
 /* Stage 06: readiness `events` (EPOLLIN|...) for registration `token`. */
@@ -142,11 +151,82 @@ void trace_thread_name(const char *name);
 /* Writes the file now (LAB_TRACE_FILE); also done at exit. 0, or -1 (errno). */
 int trace_write(void);
 
+/* The hot hooks: a test inline, the work in trace.c. */
+void trace_spawn_site_(const char *file, int line);
+void trace_task_spawn_(struct trace_task *tt, const char *future_name);
+struct trace_poll trace_poll_begin_(struct trace_task *tt, bool cancelled);
+void trace_poll_end_(struct trace_poll p);
+void trace_task_complete_(const struct trace_task *tt);
+void trace_wake_begin_(struct trace_task *tt, bool arrow);
+void trace_wake_end_(void);
+void trace_park_begin_(int64_t timeout_ns);
+void trace_park_end_(bool woken);
+void trace_unpark_(void);
+void trace_budget_exhausted_(void);
+
+static inline void trace_spawn_site(const char *file, int line)
+{
+    if (trace_on_)
+        trace_spawn_site_(file, line);
+}
+static inline void trace_task_spawn(struct trace_task *tt, const char *future_name)
+{
+    if (trace_on_)
+        trace_task_spawn_(tt, future_name);
+}
+static inline struct trace_poll trace_poll_begin(struct trace_task *tt, bool cancelled)
+{
+    if (trace_on_)
+        return trace_poll_begin_(tt, cancelled);
+    return (struct trace_poll){ .id = 0 };
+}
+static inline void trace_poll_end(struct trace_poll p)
+{
+    if (trace_on_)
+        trace_poll_end_(p);
+}
+static inline void trace_task_complete(const struct trace_task *tt)
+{
+    if (trace_on_)
+        trace_task_complete_(tt);
+}
+static inline void trace_wake_begin(struct trace_task *tt, bool arrow)
+{
+    if (trace_on_)
+        trace_wake_begin_(tt, arrow);
+}
+static inline void trace_wake_end(void)
+{
+    if (trace_on_)
+        trace_wake_end_();
+}
+static inline void trace_park_begin(int64_t timeout_ns)
+{
+    if (trace_on_)
+        trace_park_begin_(timeout_ns);
+}
+static inline void trace_park_end(bool woken)
+{
+    if (trace_on_)
+        trace_park_end_(woken);
+}
+static inline void trace_unpark(void)
+{
+    if (trace_on_)
+        trace_unpark_();
+}
+static inline void trace_budget_exhausted(void)
+{
+    if (trace_on_)
+        trace_budget_exhausted_();
+}
+
 #else /* !LAB_TRACE: every hook is empty, and disappears when inlined */
 
 struct trace_task { char unused_; };
 struct trace_poll { char unused_; };
 
+static inline bool trace_enabled(void) { return false; }
 static inline void trace_spawn_site(const char *file, int line) { (void)file; (void)line; }
 static inline void trace_task_spawn(struct trace_task *tt, const char *n) { (void)tt; (void)n; }
 static inline struct trace_poll trace_poll_begin(struct trace_task *tt, bool c)

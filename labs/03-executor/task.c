@@ -180,6 +180,10 @@ static inline bool trace_arrow(struct task *t)
 static void task_waker_wake_traced(const void *data)
 {
     struct task *t = (struct task *)data;
+    if (!trace_enabled()) {
+        task_waker_wake(data);
+        return;
+    }
     trace_wake_begin(&t->trace, trace_arrow(t));
     task_waker_wake(data); /* may free t */
     trace_wake_end();
@@ -187,6 +191,10 @@ static void task_waker_wake_traced(const void *data)
 static void task_waker_wake_by_ref_traced(const void *data)
 {
     struct task *t = (struct task *)data;
+    if (!trace_enabled()) {
+        task_waker_wake_by_ref(data);
+        return;
+    }
     trace_wake_begin(&t->trace, trace_arrow(t));
     task_waker_wake_by_ref(data);
     trace_wake_end();
@@ -212,8 +220,9 @@ static void joining_wake(const void *data)
 {
 #ifdef LAB_TRACE
     struct task *t = (struct task *)data;
-    trace_wake_begin(&t->trace, !(atomic_load_explicit(&t->state, memory_order_relaxed) &
-                                  TASK_COMPLETE)); /* relaxed: as in trace_arrow */
+    if (trace_enabled())
+        trace_wake_begin(&t->trace, !(atomic_load_explicit(&t->state, memory_order_relaxed) &
+                                      TASK_COMPLETE)); /* relaxed: as in trace_arrow */
     wake_by_val(t, 1);
     trace_wake_end();
 #else
@@ -319,6 +328,10 @@ struct task *task_new_traced(struct scheduler *s, struct future fut,
 
 void task_run_traced(struct task *t)
 {
+    if (!trace_enabled()) {
+        task_run(t);
+        return;
+    }
     /* relaxed: only labels the run; the queue reference we hold keeps t alive */
     uint64_t s = atomic_load_explicit(&t->state, memory_order_relaxed);
     if (s & (TASK_COMPLETE | TASK_RUNNING)) {
