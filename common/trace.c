@@ -75,6 +75,11 @@ static struct chunk *chunk_new(void)
     madvise(c, CHUNK_BYTES, MADV_HUGEPAGE); /* a hint; without it, small pages */
     atomic_init(&c->next, NULL);
     atomic_init(&c->n, 0);
+    /* fault the chunk in now (the kernel zeroes 2 MiB: a few hundred µs in
+     * a VM), so that the cost lands here, once every CHUNK_RECS events, and
+     * not spread over the records that follow */
+    memset(&c->rec[CHUNK_RECS - 1], 0, sizeof c->rec[0]);
+    memset(&c->rec[0], 0, sizeof c->rec[0]);
     return c;
 }
 
@@ -172,6 +177,8 @@ static void calibrate(void)
 
 static void write_at_exit(void) { trace_write(); }
 
+static struct buf *buf_new(void);
+
 __attribute__((constructor)) static void trace_init(void)
 {
     const char *on = getenv("LAB_TRACE");
@@ -194,6 +201,13 @@ __attribute__((constructor)) static void trace_init(void)
 #endif
     t0_ns = mono_ns();
     calibrate();
+    my_buf = buf_new(); /* the main thread's buffer, faulted in before the trace starts */
+#if defined(__x86_64__)
+    if (use_tsc) { /* the trace starts after the calibration's millisecond */
+        trace_t0 = __rdtsc();
+        t0_ns = mono_ns();
+    }
+#endif
     trace_on_ = true;
     atexit(write_at_exit);
 }
@@ -295,7 +309,7 @@ static double scale_now(void)
 #if defined(__x86_64__)
     if (use_tsc) {
         uint64_t ns = mono_ns(), tk = __rdtsc();
-        return tk > trace_t0 && ns > t0_ns ? (double)(ns - t0_ns) / (double)(tk - trace_t0) : ns_per_tick;
+        return tk > trace_t0 && ns > t0_ns + 1000000u ? (double)(ns - t0_ns) / (double)(tk - trace_t0) : ns_per_tick;
     }
 #endif
     return 1;

@@ -42,6 +42,13 @@ def examples_of(stage):
     return sorted((ROOT / "examples" / stage).glob("*.c"))
 
 
+def rel(path):
+    try:
+        return str(pathlib.Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def build(stage, example, target, extra_flags=()):
     """Compiles the traced example; returns the binary's path."""
     tree = (ROOT / target) if not pathlib.Path(target).is_absolute() else pathlib.Path(target)
@@ -62,8 +69,10 @@ def build(stage, example, target, extra_flags=()):
     incs = ["-iquote", str(ROOT / "common")]
     for d in dirs:
         incs += ["-iquote", str(d)]
-    cmd = [CC, *flags, *incs, *map(str, srcs), "-o", str(binary)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    # paths relative to the top where they can be: __FILE__, and so the
+    # spawn sites in the trace, read examples/03-executor/three_tasks.c
+    cmd = [CC, *flags, *incs, *map(rel, srcs), "-o", str(binary)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         sys.exit(f"trace: {example.name} did not build against {tree}")
