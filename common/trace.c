@@ -256,7 +256,8 @@ static void put(unsigned kind, uint64_t ts, uint32_t task, uint64_t a, uint32_t 
             atomic_fetch_add_explicit(&bf->dropped, 1, memory_order_relaxed); /* a count only */
             return;
         }
-        /* release: the new chunk's zeroed count is seen by whoever follows next */
+        /* release: publishes the new chunk's header (n = 0); pairs with the
+         * acquire load of next in FOR_EACH_REC */
         atomic_store_explicit(&c->next, nc, memory_order_release);
         bf->tail = c = nc;
         n = 0;
@@ -309,7 +310,9 @@ static double scale_now(void)
 #if defined(__x86_64__)
     if (use_tsc) {
         uint64_t ns = mono_ns(), tk = __rdtsc();
-        return tk > trace_t0 && ns > t0_ns + 1000000u ? (double)(ns - t0_ns) / (double)(tk - trace_t0) : ns_per_tick;
+        if (tk > trace_t0 && ns > t0_ns + 1000000u) /* over at least a millisecond */
+            return (double)(ns - t0_ns) / (double)(tk - trace_t0);
+        return ns_per_tick;
     }
 #endif
     return 1;
@@ -540,7 +543,9 @@ static bool has(const uint32_t *v, size_t n, uint32_t x)
     return n && bsearch(&x, v, n, sizeof x, cmp_u32) != NULL;
 }
 
-/* Visits every published record of every buffer. */
+/* Visits every published record of a buffer. Acquire loads: next pairs with
+ * put()'s release store of it, n with put()'s release store of the count
+ * (so every record below n is whole). */
 #define FOR_EACH_REC(bf, r, ...)                                                              \
     for (struct chunk *c_ = (bf)->head; c_;                                                    \
          c_ = atomic_load_explicit(&c_->next, memory_order_acquire)) {                         \

@@ -44,7 +44,8 @@
  *                       dropped and counted (written into the file)
  *
  * The stall lamp: a poll longer than the threshold prints, at its end,
- *   trace: stall: task 3 (three_tasks.c:41) polled for 20.3 ms (threshold 10 ms)
+ *   trace: stall: task 2 (examples/03-executor/three_tasks.c:83, struct yielder)
+ *       polled for 20.1 ms (threshold 10 ms)
  * on stderr, and leaves a "stall" instant in the trace.
  *
  * ---- for the people writing stages 06 and 07 ----
