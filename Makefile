@@ -16,6 +16,9 @@
 #   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
 #   make autograder                  a Gradescope autograder zip, build/autograder.zip
+#   make trace STAGE=3 [EXAMPLE=three_tasks] [RENDER=trace.png]
+#                                    build a stage's example with tracing on (TARGET=labs by default:
+#                                    your runtime) and write trace.json for ui.perfetto.dev (docs/tracing.md)
 #   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio), echo (reference vs libuv vs Tokio) (bench/README.md)
 #   make clean
 .POSIX:
@@ -34,6 +37,9 @@ SUBMISSIONS ?=
 GRADEBOOK ?=
 GDB ?=
 HIDDEN ?=
+EXAMPLE ?=
+OUT ?= trace.json
+RENDER ?=
 VG_SCALE ?= 0.05
 
 # The first Python that has pytest: python3 on PATH may be a build without
@@ -42,12 +48,16 @@ VG_SCALE ?= 0.05
 PY = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done)
 PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
 
+# A Python with matplotlib (the distribution's python3-matplotlib) for
+# drawing traces; else the one with pytest (trace.json is still written).
+PY_MPL = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import matplotlib, tomllib' 2>/dev/null; then command -v $$p; break; fi; done)
+
 GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="$(TEST)" \
 	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)")
 
-.PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check quotes quotes-check handout autograder deps deps-test bench clean
+.PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check quotes quotes-check handout autograder deps deps-test bench trace clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -99,6 +109,12 @@ deps:
 
 deps-test:
 	@sh grader/deps.sh test
+
+# The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
+trace:
+	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
+	@$(or $(PY_MPL),$(PY),python3) grader/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
+	    --out "$(OUT)" $(if $(RENDER),--render "$(RENDER)")
 
 # Never a prerequisite of test: CI runs only `make test`.
 bench:

@@ -4,7 +4,8 @@ not see.
 
     handout.py [--out DIR]        (default build/handout)
 
-In:  README.md, Makefile, docs/ (answer files left out), common/, labs/,
+In:  README.md, Makefile, docs/ (answer files left out), common/, labs/, examples/
+     (make trace, with grader/trace_build.py and grader/trace_render.py),
      the public grader (rubrics, tests, the engine), and reference objects:
      every stage's solution compiled (plain and TSan builds), no source, so a
      later stage can be graded on top of a reference earlier stage; and each
@@ -23,7 +24,8 @@ sys.path.insert(0, str(ROOT / "grader"))
 
 from lab_grader import build, grader, rubric  # noqa: E402
 
-KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "skeleton.py", "grade", "lab_grader", "rubric", "tests"]
+KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "skeleton.py", "grade", "lab_grader", "rubric", "tests",
+               "trace_build.py", "trace_render.py"]
 
 
 def ignore(_dir, names):
@@ -69,7 +71,7 @@ def main():
     out.mkdir(parents=True)
     for f in ("README.md", "Makefile", ".gitignore"):
         shutil.copyfile(ROOT / f, out / f)
-    for d in ("docs", "common", "labs"):
+    for d in ("docs", "common", "labs", "examples"):
         shutil.copytree(ROOT / d, out / d, ignore=ignore)
     (out / "grader").mkdir()
     for name in KEEP_GRADER:
