@@ -261,7 +261,7 @@ class Grader:
         if refused:
             for o in outs.values():
                 if not o.passed:
-                    o.details.insert(0, run.FORK_LIMIT_NOTE.format(n=refused))
+                    o.details.insert(0, run.fork_limit_note(refused))
         if inv is not None and stage is not None:
             self._calibrate(outs, inv, stage, variant)
         return outs

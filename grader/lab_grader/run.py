@@ -34,8 +34,14 @@ LIMITS = {
     "RLIMIT_NOFILE": 4096,
 }
 DATA_LIMIT = 1024 * 1024 * 1024        # RLIMIT_DATA for the plain lanes: 1 GB
-FORK_LIMIT_NOTE = ("the run hit its limit of " + str(sandbox.PIDS_MAX) + " processes and threads: {n} fork(s) "
-                   "or thread start(s) refused (a fork bomb, or threads that are never joined?)")
+FORK_LIMIT_NOTE = ("the run hit its limit of " + str(sandbox.PIDS_MAX) + " processes and threads{n} "
+                   "(a fork bomb, or threads that are never joined?)")
+
+
+def fork_limit_note(refused):
+    """The report's words for a run that met the process limit (refused < 0:
+    met, but the refusals were not counted)."""
+    return FORK_LIMIT_NOTE.format(n="" if refused < 0 else f": {refused} fork(s) or thread start(s) refused")
 WHY_SIGNAL = {
     "XFSZ": "the test wrote more than 32 MB (to its output or a file): an endless print loop?",
 }
@@ -218,17 +224,18 @@ class Invocation:
                 # a hung worker): everything in its session goes
                 out.write(f"\n[grader] the test runner did not finish within {self.timeout:.0f} s; killed\n".encode())
             finally:
-                # the runner's session: any worker or process a test left
-                # behind; then the cgroup, for one that left the session
+                # counted while a fork bomb still stands; then the runner's
+                # session: any worker or process a test left behind; then the
+                # jail, for one that left the session
+                refused = jail.fork_failures()
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 proc.wait()
-                refused = jail.fork_failures()
                 jail.kill_all()
             if refused:
-                out.write(f"\n[grader] {FORK_LIMIT_NOTE.format(n=refused)}\n".encode())
+                out.write(f"\n[grader] {fork_limit_note(refused)}\n".encode())
         if work != self.run_dir:
             sandbox.copy_back(work, self.run_dir)
         return (parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"), _tail(output),
