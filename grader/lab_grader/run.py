@@ -7,12 +7,14 @@ The verdict of a test is read from two places: the runner's XML report
 a HANG record carries every thread's backtrace.
 """
 import dataclasses
+import errno
 import os
 import pathlib
 import re
 import shutil
 import signal
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 from . import records, sandbox
@@ -210,8 +212,8 @@ class Invocation:
         refused = 0
         with open(output, "wb") as out:
             try:
-                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                        preexec_fn=child, cwd=work if jail.home is not None else None)
+                proc = _popen_retrying(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                       preexec_fn=child, cwd=work if jail.home is not None else None)
             except (OSError, subprocess.SubprocessError) as e:
                 # the jail could not be set up for this run (it could when the
                 # grader started): every test of the run is reported as not run
@@ -240,6 +242,20 @@ class Invocation:
             sandbox.copy_back(work, self.run_dir)
         return (parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"), _tail(output),
                 refused)
+
+
+def _popen_retrying(cmd, **kw):
+    """Popen, tried again on ETXTBSY. The binary was copied into the jail a
+    moment ago; another grader thread that forked while the copy's file was
+    open for writing holds that descriptor until its own child execs (after
+    the jail's setup), and until then exec says "Text file busy"."""
+    for attempt in range(100):
+        try:
+            return subprocess.Popen(cmd, **kw)
+        except OSError as e:
+            if e.errno != errno.ETXTBSY or attempt == 99:
+                raise
+            time.sleep(0.02)
 
 
 def _mover(mapping):
