@@ -309,7 +309,7 @@ class Grader:
         if not slow:
             return
         d = inv.run_dir.parent / f"{inv.run_dir.name}-reference"
-        moved = run._mover({str(inv.run_dir): str(d)})
+        moved = run.mover({str(inv.run_dir): str(d)})
         again = dataclasses.replace(inv, binary=ref, tests=slow, run_dir=d,
                                     env={k: moved(v) for k, v in inv.env.items()},
                                     wrapper=[moved(w) for w in inv.wrapper],

@@ -190,7 +190,7 @@ class Invocation:
             os.chmod(binary, 0o555)
         else:
             work, binary = self.run_dir, self.binary
-        moved = _mover({str(self.run_dir): str(work), str(self.binary): str(binary)})
+        moved = mover({str(self.run_dir): str(work), str(self.binary): str(binary)})
         (work / "rec").mkdir(parents=True, exist_ok=True)
         for d in self.make_dirs:
             pathlib.Path(moved(str(d))).mkdir(parents=True, exist_ok=True)
@@ -258,7 +258,7 @@ def _popen_retrying(cmd, **kw):
             time.sleep(0.02)
 
 
-def _mover(mapping):
+def mover(mapping):
     """A function that rewrites every path under a key of mapping (the
     grader's run directory, its binary) to its place in the jail."""
     pattern = re.compile("|".join(re.escape(k) for k in sorted(mapping, key=len, reverse=True)) + r"(?=/|$|\s)")

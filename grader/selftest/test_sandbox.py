@@ -46,6 +46,19 @@ def hostile_tree(tmp_path, code, includes=()):
     return tree
 
 
+def appending_tree(tmp_path):
+    """A tree whose signal_new appends a line to $LAB_HOSTILE_TARGET, and
+    carries on as if nothing happened when it cannot."""
+    return hostile_tree(tmp_path, '    {\n'
+                                  '        const char *t = getenv("LAB_HOSTILE_TARGET");\n'
+                                  '        FILE *f = t ? fopen(t, "a") : NULL;\n'
+                                  '        if (f) {\n'
+                                  '            fputs("/* the grader was here */\\n", f);\n'
+                                  '            fclose(f);\n'
+                                  '        }\n'
+                                  '    }\n', includes=("stdio.h",))
+
+
 def test_fork_bomb_costs_its_test_only(tmp_path, caps):
     if not caps["pids"]:
         pytest.skip("no process limit on this machine (not root, no writable pids cgroup): "
@@ -73,14 +86,7 @@ def test_cannot_write_the_graders_files(tmp_path, caps):
         shutil.copyfile(ROOT / "grader" / "rubric" / "01-signal.toml", victim)
         os.chmod(victim, 0o644)
         before = victim.read_bytes()
-        tree = hostile_tree(tmp_path, '    {\n'
-                                      '        const char *t = getenv("LAB_HOSTILE_TARGET");\n'
-                                      '        FILE *f = t ? fopen(t, "a") : NULL;\n'
-                                      '        if (f) {\n'
-                                      '            fputs("points = 1000\\n", f);\n'
-                                      '            fclose(f);\n'
-                                      '        }\n'
-                                      '    }\n', includes=("stdio.h",))
+        tree = appending_tree(tmp_path)
         os.environ["LAB_HOSTILE_TARGET"] = str(victim)
         try:
             g = grade(tmp_path, tree, stage="01-signal", items=[ITEM], timeout=300)
@@ -166,14 +172,7 @@ def test_a_changed_grader_file_means_no_score(tmp_path, caps):
     for p in (lab, lab / "grader", lab / "grader" / "tests", lab / "grader" / "tests" / "01-signal"):
         os.chmod(p, 0o755)
     victim = lab / "grader" / "tests" / "01-signal" / "poll.c"
-    tree = hostile_tree(tmp_path, '    {\n'
-                                  '        const char *t = getenv("LAB_HOSTILE_TARGET");\n'
-                                  '        FILE *f = t ? fopen(t, "a") : NULL;\n'
-                                  '        if (f) {\n'
-                                  '            fputs("/* the grader was here */\\n", f);\n'
-                                  '            fclose(f);\n'
-                                  '        }\n'
-                                  '    }\n', includes=("stdio.h",))
+    tree = appending_tree(tmp_path)
     env = dict(os.environ, LAB_HOSTILE_TARGET=str(victim), NO_COLOR="1")
     cmd = ["make", "-s", "-C", str(lab), "grade", f"TARGET={tree}", "STAGE=1", f"ITEMS={ITEM}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(env, LAB_SANDBOX="0"))
