@@ -13,9 +13,13 @@
 #   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
 #   make test                        the project's own tests (instructors)
 #   make labs                        regenerate labs/ from solutions/
+#   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
 #   make autograder                  a Gradescope autograder zip, build/autograder.zip
-#   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio) (bench/README.md)
+#   make trace STAGE=3 [EXAMPLE=three_tasks] [RENDER=trace.png]
+#                                    build a stage's example with tracing on (TARGET=labs by default:
+#                                    your runtime) and write trace.json for ui.perfetto.dev (docs/tracing.md)
+#   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio), echo (reference vs libuv vs Tokio) (bench/README.md)
 #   make clean
 .POSIX:
 SHELL = /bin/sh
@@ -33,6 +37,9 @@ SUBMISSIONS ?=
 GRADEBOOK ?=
 GDB ?=
 HIDDEN ?=
+EXAMPLE ?=
+OUT ?= trace.json
+RENDER ?=
 VG_SCALE ?= 0.05
 
 # The first Python that has pytest: python3 on PATH may be a build without
@@ -41,12 +48,16 @@ VG_SCALE ?= 0.05
 PY = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done)
 PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
 
+# A Python with matplotlib (the distribution's python3-matplotlib) for
+# drawing traces; else the one with pytest (trace.json is still written).
+PY_MPL = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import matplotlib, tomllib' 2>/dev/null; then command -v $$p; break; fi; done)
+
 GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="$(TEST)" \
 	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)")
 
-.PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check handout autograder deps deps-test bench clean
+.PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check quotes quotes-check handout autograder deps deps-test bench trace clean
 
 grade: deps
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
@@ -71,7 +82,7 @@ debug: deps
 compile_commands.json: deps
 	@$(PY) grader/tools.py compile-commands --target "$(TARGET)"
 
-test: deps-test labs-check
+test: deps-test labs-check quotes-check
 	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 	@$(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
 
@@ -80,6 +91,12 @@ labs:
 
 labs-check:
 	@python3 grader/skeleton.py --check
+
+quotes:
+	@python3 grader/quotes.py --write
+
+quotes-check:
+	@python3 grader/quotes.py --check
 
 handout: deps labs-check
 	@$(PY) grader/handout.py
@@ -93,10 +110,16 @@ deps:
 deps-test:
 	@sh grader/deps.sh test
 
+# The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
+trace:
+	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
+	@$(or $(PY_MPL),$(PY),python3) grader/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
+	    --out "$(OUT)" $(if $(RENDER),--render "$(RENDER)")
+
 # Never a prerequisite of test: CI runs only `make test`.
 bench:
 	@sh bench/deps.sh
 	@$(MAKE) -C bench run
 
 clean:
-	rm -rf build bench/build bench/tokio/target bench/tokio-time/target
+	rm -rf build bench/build bench/tokio/target bench/tokio-time/target bench/tokio-echo/target examples/06-reactor/build

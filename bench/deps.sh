@@ -10,7 +10,9 @@
 # downloaded from crates.io. cargo and rustc are taken from the machine when
 # they are there (any recent toolchain), else from the distribution's cargo.
 # The timer benchmark builds Tokio's "time" feature from the same directory
-# (bench/tokio-time) and links libuv from libuv1-dev.
+# (bench/tokio-time) and links libuv from libuv1-dev. The echo benchmark
+# builds Tokio's "net" and "io-util" the same way (bench/tokio-echo), links
+# libuv again, and uses strace and taskset.
 set -u
 need=""
 command -v gcc >/dev/null 2>&1 || need="$need gcc"
@@ -22,6 +24,9 @@ ls -d /usr/share/cargo/registry/tokio-1.* >/dev/null 2>&1 || need="$need librust
 [ -e /usr/include/uv.h ] || need="$need libuv1-dev"
 # stage 07's table: oneTBB's task_arena beside Tokio's multi_thread runtime
 [ -e /usr/include/oneapi/tbb/task_group.h ] || need="$need libtbb-dev"
+# the echo benchmark: taskset pins server and client, strace counts syscalls
+command -v taskset >/dev/null 2>&1 || need="$need util-linux"
+command -v strace >/dev/null 2>&1 || need="$need strace"
 [ -z "$need" ] && exit 0
 
 echo "missing:$need" >&2

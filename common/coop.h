@@ -14,6 +14,7 @@
 #define LAB_COOP_H
 
 #include <stdbool.h>
+#include "trace.h"
 #include "waker.h"
 
 #include <limits.h>
@@ -38,6 +39,7 @@ static inline bool coop_proceed(struct context *cx)
     if (coop_budget_ == UINT_MAX)
         return true;
     if (coop_budget_ == 0) {
+        trace_budget_exhausted(); /* empty unless built with -DLAB_TRACE (trace.h) */
         waker_wake_by_ref(cx->waker); /* poll me again, after the others */
         return false;
     }

@@ -24,9 +24,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "trace.h"
+
 /* park forever (until unparked) */
 #define DRIVER_PARK_FOREVER INT64_C(-1)
 
+/* quote: driver */
 struct driver_vtable {
     /* timeout_ns < 0: no timeout. Returns true when an unpark (a token) was
      * consumed, false on a timeout or a spurious return. */
@@ -39,12 +42,22 @@ struct driver {
     const struct driver_vtable *vtable;
     void *self;
 };
+/* end quote: driver */
 
+/* The trace hooks (trace.h) are empty unless built with -DLAB_TRACE: a park
+ * is then drawn as a slice on the parking thread, an unpark as an instant. */
 static inline bool driver_park(struct driver d, int64_t timeout_ns)
 {
-    return d.vtable->park(d.self, timeout_ns);
+    trace_park_begin(timeout_ns);
+    bool woken = d.vtable->park(d.self, timeout_ns);
+    trace_park_end(woken);
+    return woken;
 }
-static inline void driver_unpark(struct driver d) { d.vtable->unpark(d.self); }
+static inline void driver_unpark(struct driver d)
+{
+    trace_unpark();
+    d.vtable->unpark(d.self);
+}
 static inline uint64_t driver_now(struct driver d) { return d.vtable->now(d.self); }
 
 /* CLOCK_MONOTONIC in nanoseconds: the now() of every real-time driver. */

@@ -23,6 +23,7 @@
 
 enum poll { POLL_PENDING = 0, POLL_READY = 1 };
 
+/* quote: future-vtable */
 struct future_vtable {
     /* Polls the state at `self`; on POLL_READY writes output_size bytes to
      * `out` (out may be NULL when output_size is 0). */
@@ -37,6 +38,7 @@ struct future_vtable {
     size_t output_size; /* bytes written to out on POLL_READY */
     const char *name;   /* for traces and error messages */
 };
+/* end quote: future-vtable */
 
 /* A fat pointer: which state, and what it is. Does not own the state. */
 struct future {

@@ -42,6 +42,7 @@ enum schedule_reason {
 
 struct scheduler;
 
+/* quote: scheduler */
 struct scheduler_vtable {
     /* Takes over one reference to `task` (the queue entry's reference) and
      * arranges for task_run(task) to be called with it. Callable from any
@@ -56,5 +57,6 @@ struct scheduler_vtable {
 struct scheduler {
     const struct scheduler_vtable *vtable;
 };
+/* end quote: scheduler */
 
 #endif

@@ -22,6 +22,7 @@
 
 struct waker;
 
+/* quote: waker */
 struct waker_vtable {
     struct waker (*clone)(const void *data);  /* +1: a new reference to the same task */
     void (*wake)(const void *data);           /* wake, then release this reference (-1) */
@@ -33,6 +34,7 @@ struct waker {
     const void *data;
     const struct waker_vtable *vtable;
 };
+/* end quote: waker */
 
 /* What poll receives: the waker of the task doing the polling, borrowed. */
 struct context {

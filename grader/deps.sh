@@ -3,7 +3,7 @@
 # Installs the missing packages when it can (root, or passwordless sudo);
 # otherwise prints the one apt-get line to run and fails.
 #   deps.sh grade    what `make grade` needs
-#   deps.sh test     what `make test` needs (adds pytest-xdist)
+#   deps.sh test     what `make test` needs (adds pytest-xdist, matplotlib)
 set -u
 need=""
 have_pytest() {
@@ -32,8 +32,16 @@ for p in python3 /usr/bin/python3; do
         break
     fi
 done
+have_matplotlib() {
+    for p in python3 /usr/bin/python3; do
+        if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import pytest, matplotlib' 2>/dev/null; then return 0; fi
+    done
+    return 1
+}
 if [ "${1:-grade}" = test ]; then
     have_xdist || need="$need python3-pytest-xdist"
+    # the trace renderer's self-test draws a picture (grader/trace_render.py)
+    have_matplotlib || need="$need python3-matplotlib"
 fi
 # the TSan runtime comes with gcc's libtsan; check it links
 if command -v gcc >/dev/null 2>&1; then

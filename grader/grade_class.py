@@ -8,7 +8,10 @@ graded by the ordinary grader (the same items, lanes and report), two at a
 time by default; the full report of each student lands beside the gradebook
 (reports/<student>.txt and reports/<student>.json). Then:
 
-  gradebook.csv   one row per student, one column per stage, and the total
+  gradebook.csv   one row per student, one column per stage, the total, the
+                  points judged, and the points left unjudged (a machine too
+                  loaded to judge a test gives "too slow to judge": regrade
+                  those students; the list is printed at the end)
   a summary       the items most students failed, with how many: the list to
                   read before the next lecture
 """
@@ -77,11 +80,14 @@ def main():
     failures = {}
     with open(out, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["student", *[s.name for s in stages], "total", "max"])
+        w.writerow(["student", *[s.name for s in stages], "total", "max", "not judged"])
+        full = sum(s.max_points for s in stages)
+        rerun = []
         for s_dir in students:
             data = results.get(s_dir.name)
             if data is None:
-                w.writerow([s_dir.name, *["error"] * len(stages), "error", ""])
+                w.writerow([s_dir.name, *["error"] * len(stages), "error", "", ""])
+                rerun.append((s_dir.name, "the grader gave no results"))
                 continue
             per_stage = {s.name: 0 for s in stages}
             total_max = 0
@@ -91,8 +97,18 @@ def main():
                 total_max += t["max_score"]
                 if t["status"] != "passed":
                     failures[t["number"]] = failures.get(t["number"], 0) + 1
-            w.writerow([s_dir.name, *[f"{per_stage[s.name]:g}" for s in stages], f"{data['score']:g}", f"{total_max:g}"])
+            # items left unjudged (a machine too loaded: "too slow to judge";
+            # performance items on one CPU) are missing from the results
+            unjudged = max(0, full - total_max) if not args.hidden else 0
+            w.writerow([s_dir.name, *[f"{per_stage[s.name]:g}" for s in stages], f"{data['score']:g}",
+                        f"{total_max:g}", f"{unjudged:g}"])
+            if unjudged:
+                rerun.append((s_dir.name, f"{unjudged:g} points not judged (see reports/{s_dir.name}.txt)"))
     print(f"\nwrote {out} ({len(students)} students, {time.monotonic() - start:.1f} s); reports in {reports}")
+    if rerun:
+        print("\ngrade these again (on a quieter machine, or alone):")
+        for name, why in rerun:
+            print(f"  {name}: {why}")
     if failures:
         print("\nmost failed items (students who lost points on it):")
         for key, n in sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))[:15]:

@@ -4,13 +4,17 @@ not see.
 
     handout.py [--out DIR]        (default build/handout)
 
-In:  README.md, Makefile, docs/ (answer files left out), common/, labs/,
+In:  README.md, Makefile, docs/ (answer files left out), common/, labs/, examples/
+     (make trace, with grader/trace_build.py and grader/trace_render.py),
      the public grader (rubrics, tests, the engine), and reference objects:
      every stage's solution compiled (plain and TSan builds), no source, so a
-     later stage can be graded on top of a reference earlier stage.
+     later stage can be graded on top of a reference earlier stage; and each
+     stage's tests linked with its reference, so a test that times out can
+     be timed on the reference (calibrated timeouts).
 Out: solutions/, the mutants, the grader's self-tests, answer keys.
 """
 import argparse
+import os
 import pathlib
 import shutil
 import sys
@@ -18,9 +22,10 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import build, rubric  # noqa: E402
+from lab_grader import build, grader, rubric  # noqa: E402
 
-KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "skeleton.py", "grade", "lab_grader", "rubric", "tests"]
+KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "skeleton.py", "grade", "lab_grader", "rubric", "tests",
+               "trace_build.py", "trace_render.py"]
 
 
 def ignore(_dir, names):
@@ -29,7 +34,23 @@ def ignore(_dir, names):
 
 def reference_objects(out, build_dir):
     b = build.Builder(ROOT, build_dir)
-    for stage in rubric.load_all(ROOT / "grader" / "rubric"):
+    stages = rubric.load_all(ROOT / "grader" / "rubric")
+    # Each stage's tests linked with the reference, for calibrated timeouts:
+    # a test that times out is run again on these (grader.py, _calibrate).
+    g = grader.Grader(root=ROOT, target=ROOT / "labs", stages=stages, selected=stages, build_dir=build_dir)
+    try:
+        for stage in stages:
+            for variant in build.VARIANTS:
+                binary = g.reference_binary(stage, variant)
+                if binary is None:
+                    raise SystemExit(f"handout: the reference tests of {stage.name} ({variant}) do not build")
+                dest = out / "grader" / "reference" / stage.name
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(binary, dest / f"tests-{variant}")
+                os.chmod(dest / f"tests-{variant}", 0o755)
+    finally:
+        g.close()
+    for stage in stages:
         names = [*stage.uses, stage.name]
         dirs = [ROOT / "solutions" / n for n in names]
         for variant in ("plain", "tsan"):
@@ -50,7 +71,7 @@ def main():
     out.mkdir(parents=True)
     for f in ("README.md", "Makefile", ".gitignore"):
         shutil.copyfile(ROOT / f, out / f)
-    for d in ("docs", "common", "labs"):
+    for d in ("docs", "common", "labs", "examples"):
         shutil.copytree(ROOT / d, out / d, ignore=ignore)
     (out / "grader").mkdir()
     for name in KEEP_GRADER:

@@ -23,6 +23,7 @@ static int record_fd = 2;             /* the record, or stderr */
 static char test_id[256];             /* "suite::test" */
 static double test_timeout_s;
 static atomic_bool test_done;         /* set by lab_test_end; read by the watchdog */
+static char nonce[80] = "-";          /* the completion record's proof; see take_nonce */
 
 #define DUMP_SIGNAL (SIGRTMIN + 4)
 
@@ -206,6 +207,7 @@ void lab_test_begin(const char *suite, const char *name, double timeout_s)
 {
     snprintf(test_id, sizeof test_id, "%s::%s", suite, name);
     test_timeout_s = timeout_s;
+    unsetenv("LAB_NONCE"); /* the copy in `nonce` is enough from here on (take_nonce) */
     atomic_store_explicit(&test_done, false, memory_order_relaxed);
 
     const char *dir = getenv("LAB_RUN_DIR");
@@ -236,11 +238,32 @@ void lab_test_begin(const char *suite, const char *name, double timeout_s)
     pthread_attr_destroy(&attr);
 }
 
+/* The grader's nonce proves that END was written here, at the end of a test
+ * body, and not by code under test that exits early and fakes the record. So
+ * code under test must not find it: not with getenv, not in
+ * /proc/self/environ, not in the runner's /proc/<pid>/environ. Those files
+ * show a process's original environment block, so this constructor (it runs
+ * before main in every process that execs the binary: the runner, and each
+ * of Criterion's workers, which it re-executes) keeps a private copy, wipes
+ * the bytes in the block, and puts the variable back as a heap string, which
+ * the block never shows, for a worker that is executed next. Each test then
+ * removes the variable (lab_test_begin) before its body runs; a worker that
+ * is forked without exec (the stand-in runner) has the private copy already.
+ * Reading another process's heap takes ptrace rights: out of scope here. */
+__attribute__((constructor(101))) static void take_nonce(void)
+{
+    char *v = getenv("LAB_NONCE");
+    if (!v)
+        return;
+    snprintf(nonce, sizeof nonce, "%s", v);
+    memset(v, 'x', strlen(v));
+    setenv("LAB_NONCE", nonce, 1);
+}
+
 void lab_test_end(void)
 {
     atomic_store_explicit(&test_done, true, memory_order_release); /* pairs with the watchdog's acquire */
-    const char *nonce = getenv("LAB_NONCE");
-    record("END %d %s %s\n", (int)getpid(), test_id, nonce ? nonce : "-");
+    record("END %d %s %s\n", (int)getpid(), test_id, nonce);
 }
 
 /* ---- seeds, scale, notes ------------------------------------------------- */

@@ -7,6 +7,7 @@ The work (builds and lanes) starts in the background when the session starts;
 each item waits for what it needs and passes or fails with its diagnosis.
 The report is printed at the end of the session.
 """
+import os
 import pathlib
 import sys
 import time
@@ -37,6 +38,8 @@ def pytest_addoption(parser):
     g.addoption("--timings", action="store_true", help="print the time each lane took")
     g.addoption("--quick", action="store_true", help="make check: skip Valgrind, TSan and perf; race items once")
     g.addoption("--hidden", default="", help="the instructor's hidden rubric items and tests (HIDDEN=dir)")
+    g.addoption("--reference", default="", help="the tree a timed-out test is rerun on (default solutions/; "
+                "for the grader's own self-tests)")
 
 
 def _make(config):
@@ -57,7 +60,7 @@ def _make(config):
         build_dir=pathlib.Path(config.getoption("--build-dir")), items=items,
         test=config.getoption("--test") or None, seed=seed, werror=config.getoption("--werror"),
         valgrind_scale=float(config.getoption("--valgrind-scale")), quick=config.getoption("--quick"),
-        hidden=hidden)
+        hidden=hidden, reference=config.getoption("--reference") or None)
 
 
 def pytest_configure(config):
@@ -85,6 +88,38 @@ def pytest_collection_finish(session):
     g = _state["grader"]
     if g is not None:
         g.start()
+    _state["total"] = len(session.items)
+    _state["done"] = 0
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    _state["progress"] = tr if (tr is not None and sys.stdout.isatty() and not os.environ.get("NO_PROGRESS")) else None
+
+
+# ---- progress on a terminal: which stage, which item, how many left ----------------
+# On a terminal the line rewrites itself in place of pytest's dots; in a log
+# (CI, grade-class, Gradescope) the dots stay, one per item.
+
+def _progress(text):
+    tr = _state.get("progress")
+    if tr is not None:
+        tr.write("\r\033[K" + text, flush=True)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _state.get("progress") is None:
+        return
+    key = nodeid.rsplit("[", 1)[-1].rstrip("]")
+    left = _state["total"] - _state["done"]
+    _progress(f"grading {key}   ({_state['done']} of {_state['total']} items done, {left} left)")
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        _state["done"] = _state.get("done", 0) + 1
+
+
+def pytest_report_teststatus(report, config):
+    if _state.get("progress") is not None and report.when == "call":
+        return report.outcome, "", report.outcome.upper()
 
 
 @pytest.fixture(scope="session")
@@ -101,6 +136,8 @@ def record_result(result):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     g = _state["grader"]
     tr = terminalreporter
+    _progress("")
+    _state["progress"] = None
     if _state["error"]:
         tr.write_line(f"grader: {_state['error']}", red=True)
         return
@@ -142,8 +179,11 @@ def _print_test_output(tr, g, test):
 def pytest_sessionfinish(session, exitstatus):
     g = _state["grader"]
     if g is not None:
+        g.untrusted = g.tampered()   # before the report: pytest prints it after this hook
         g.close()
     if _state["error"]:
         session.exitstatus = 2
+    elif g is not None and getattr(g, "untrusted", []):
+        session.exitstatus = 3   # no verdict can be trusted
     elif _state["results"] and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = 1

@@ -8,6 +8,7 @@ other lane of every stage is done, the performance lane alone.
 import concurrent.futures
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import pathlib
@@ -19,7 +20,11 @@ from . import build, quiz, records, rubric, run
 
 VALGRIND = ["valgrind", "-q", "--trace-children=yes", "--fair-sched=yes", "--leak-check=full",
             "--show-leak-kinds=definite,indirect", "--errors-for-leak-kinds=definite,indirect",
-            "--num-callers=16"]
+            "--num-callers=16",
+            # no vgdb: its shared-memory file in /tmp is named by pid, and a
+            # file left by another jailed user id whose pid came round again
+            # made Valgrind exit 1 ("cannot create shared_mem file")
+            "--vgdb=no"]
 QUICK_SKIPS = ("valgrind", "tsan", "perf")
 TSAN_OPTIONS = "halt_on_error=1 exitcode=66 second_deadlock_stack=1 history_size=4 atexit_sleep_ms=0"
 
@@ -93,6 +98,7 @@ class Grader:
         slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
         self.work = self.build_dir / "runs" / slug
         self._lock_file = None
+        self._files = None   # the fingerprint of the grader's own files, taken at start()
 
     # ---- which items ---------------------------------------------------------
 
@@ -252,10 +258,79 @@ class Grader:
             out[(parts[0], lane)] = out.get((parts[0], lane), 0.0) + secs
         return out
 
-    def _judge_all(self, tests, result, binary, hang_hints):
-        report, recs, _ = result
+    def _judge_all(self, tests, result, binary, hang_hints, inv=None, stage=None, variant="plain"):
+        report, recs, _, refused = result
         sym = records.Symbolizer(binary)
-        return {t: run.judge(t, report, recs, sym, self.nonce, hang_hints.get(t, "")) for t in tests}
+        outs = {t: run.judge(t, report, recs, sym, self.nonce, hang_hints.get(t, "")) for t in tests}
+        if refused:
+            for o in outs.values():
+                if not o.passed:
+                    o.details.insert(0, run.fork_limit_note(refused))
+        if inv is not None and stage is not None:
+            self._calibrate(outs, inv, stage, variant)
+        return outs
+
+    # ---- calibrated timeouts -------------------------------------------------------
+
+    def reference_binary(self, stage, variant):
+        """The stage's tests linked with the reference of the stage and of
+        every stage it uses (built from solutions/, or shipped prebuilt in the
+        handout), or None when there is neither."""
+        def go():
+            shipped = self.root / "grader" / "reference" / stage.name / f"tests-{variant}"
+            if not self.stage_dir(self.reference, stage.name).is_dir():
+                return shipped if shipped.exists() else None
+            code = build.CODE_VARIANT[variant]
+            try:
+                objs = self.builder.test_objects(self.root / "grader" / "tests" / stage.name, variant,
+                                                 self.include_dirs(stage, self.reference))
+                for name in self.closure(stage) + [stage.name]:
+                    objs += self.reference_objects(self.stages[name], code)
+                objs += self.builder.common_objects(variant)
+                return self.builder.link(objs, self.work / stage.name / f"reference-tests-{variant}", variant)
+            except build.BuildError:
+                return None
+        return self.memo.get(("reference-binary", stage.name, variant), go)
+
+    def _calibrate(self, outs, inv, stage, variant):
+        """A test that timed out is run again at once on the reference, in the
+        same lane with the same limits. If the reference passes it within a
+        quarter of the limit (limits are set near ten times the reference's
+        time on a quiet machine), the machine is not the problem and the timeout stands (with
+        the reference's time beside it). If the reference is as slow, nobody
+        can be judged on this machine right now: the outcome becomes
+        "too-slow" and its item is left unjudged, with "rerun" in its line.
+        A hang is still caught as fast as before; only a loaded machine costs
+        the second run."""
+        slow = [t for t, o in outs.items() if o.verdict == "timeout"]
+        if not slow:
+            return
+        ref = self.reference_binary(stage, variant)
+        if ref is None:
+            return
+        have = set(run.list_tests(ref))
+        slow = [t for t in slow if t in have]  # an instructor's hidden test is not in a shipped binary
+        if not slow:
+            return
+        d = inv.run_dir.parent / f"{inv.run_dir.name}-reference"
+        moved = run.mover({str(inv.run_dir): str(d)})
+        again = dataclasses.replace(inv, binary=ref, tests=slow, run_dir=d,
+                                    env={k: moved(v) for k, v in inv.env.items()},
+                                    wrapper=[moved(w) for w in inv.wrapper],
+                                    make_dirs=[moved(str(m)) for m in inv.make_dirs])
+        mine = self._judge_all(slow, self._invoke(again), ref, {})
+        for t in slow:
+            o, r = outs[t], mine[t]
+            limit = o.seconds
+            if r.passed and r.seconds <= limit / 4:
+                o.details.insert(0, f"the reference solution passes this test in {r.seconds:.1f} s on this machine "
+                                    f"right now (the limit is {limit:.1f} s): this is not the machine's slowness")
+                continue
+            took = "timed out too" if r.verdict == "timeout" else f"took {r.seconds:.1f} s of the {limit:.1f} s limit"
+            o.verdict = "too-slow"
+            o.message = (f"too slow to judge, rerun: the reference solution {took} on this machine just now "
+                         f"(is it loaded?)")
+            o.details = []
 
     def hang_hints(self, stage):
         hints = {}
@@ -289,7 +364,7 @@ class Grader:
                 return {}
             name = "plain" if len(tests) == len(b.tests) else f"plain-{build._digest(*tests)[:8]}"
             inv = run.Invocation(b.binaries["plain"], list(tests), self.work / stage.name / name, env=self._env())
-            return self._judge_all(tests, self._invoke(inv), b.binaries["plain"], self.hang_hints(stage))
+            return self._judge_all(tests, self._invoke(inv), b.binaries["plain"], self.hang_hints(stage), inv, stage)
         return self.memo.get(("plain", stage.name, tests), go)
 
     def unfiltered(self):
@@ -305,7 +380,7 @@ class Grader:
             for k in range(1 if self.quick else item.runs):
                 inv = run.Invocation(b.binaries["plain"], tests, self.work / stage.name / "race" / item.id / str(k),
                                      env=self._env())
-                outs = self._judge_all(tests, self._invoke(inv), b.binaries["plain"], hints)
+                outs = self._judge_all(tests, self._invoke(inv), b.binaries["plain"], hints, inv, stage)
                 bad = [o for o in outs.values() if not o.passed]
                 if bad:
                     return k + 1, bad[0]
@@ -326,6 +401,9 @@ class Grader:
             tests = self.lane_tests(stage, "valgrind")
             if not tests:
                 return {}
+            tests, hung = self._hung_in_plain(stage, tests, "Valgrind")
+            if not tests:
+                return hung
             d = self.work / stage.name / "valgrind"
             logs = d / "vg"
             wrapper = VALGRIND + [f"--log-file={logs}/%p.log"]
@@ -334,17 +412,34 @@ class Grader:
             inv = run.Invocation(b.binaries["vg"], tests, d, env=env, wrapper=wrapper, jobs=2, make_dirs=[logs],
                                  data_limit=0, timeout=900)
             result = self._invoke(inv)
-            outs = self._judge_all(tests, result, b.binaries["vg"], self.hang_hints(stage))
+            outs = self._judge_all(tests, result, b.binaries["vg"], self.hang_hints(stage), inv, stage, "vg")
             self._attach_reports(outs, result, run.valgrind_by_pid(logs), ("pass", "fail"), "memory",
                                  "Valgrind found {n} memory error(s) or leak(s)", shown=3, limit=24)
-            return outs
+            return {**outs, **hung}
         return self.memo.get(("valgrind", stage.name), go)
+
+    def _hung_in_plain(self, stage, tests, tool):
+        """Splits a slow lane's tests: those to run, and {test: outcome} for
+        those that already timed out in the plain lane. Under Valgrind or TSan
+        such a test would only time out again, ten times slower (a wheel that
+        never fires its timers cost 15 minutes of Valgrind before this). The
+        plain lane runs first for that; it takes seconds."""
+        plain = self.plain(stage)
+        run_these, hung = [], {}
+        for t in tests:
+            o = plain.get(t)
+            if o is not None and o.verdict in ("timeout", "too-slow"):
+                hung[t] = run.Outcome(test=t, verdict=o.verdict, seed=o.seed,
+                                      message=f"not run under {tool}: {o.message} without it (the plain lane)")
+            else:
+                run_these.append(t)
+        return run_these, hung
 
     @staticmethod
     def _attach_reports(outs, result, by_pid, overrides, verdict, message, shown, limit):
         """Turns a test's outcome into `verdict` when a checker (Valgrind,
         TSan) reported problems for one of the test's processes."""
-        _, recs, _ = result
+        _, recs, _, _ = result
         for t, o in outs.items():
             pids = [r.pid for r in recs.get(t, [])]
             found = [rep for p in pids for rep in by_pid.get(p, [])]
@@ -361,16 +456,19 @@ class Grader:
             tests = self.lane_tests(stage, "tsan")
             if not tests:
                 return {}
+            tests, hung = self._hung_in_plain(stage, tests, "ThreadSanitizer")
+            if not tests:
+                return hung
             d = self.work / stage.name / "tsan"
             logs = d / "tsan"
             env = self._env()
             env["TSAN_OPTIONS"] = f"{TSAN_OPTIONS} log_path={logs}/tsan"
             inv = run.Invocation(b.binaries["tsan"], tests, d, env=env, jobs=1, make_dirs=[logs], data_limit=0)
             result = self._invoke(inv)
-            outs = self._judge_all(tests, result, b.binaries["tsan"], self.hang_hints(stage))
+            outs = self._judge_all(tests, result, b.binaries["tsan"], self.hang_hints(stage), inv, stage, "tsan")
             self._attach_reports(outs, result, run.tsan_by_pid(logs), ("pass", "fail", "timeout", "crash", "exited-early"),
                                  "race", "ThreadSanitizer reported {n} problem(s)", shown=2, limit=30)
-            return outs
+            return {**outs, **hung}
         return self.memo.get(("tsan", stage.name), go)
 
     def perf(self, stage):
@@ -382,7 +480,7 @@ class Grader:
                 return {}
             inv = run.Invocation(b.binaries["plain"], tests, self.work / stage.name / "perf", env=self._env(), jobs=1)
             return self._judge_all(tests, self._invoke(inv, weight=self.nslots), b.binaries["plain"],
-                                   self.hang_hints(stage))
+                                   self.hang_hints(stage), inv, stage)
         return self.memo.get(("perf", stage.name), go)
 
     # ---- the whole run ---------------------------------------------------------
@@ -398,9 +496,36 @@ class Grader:
             print(f"another grading of {self.target} is running; waiting for it", flush=True)
             fcntl.flock(self._lock_file, fcntl.LOCK_EX)
 
+    # ---- the grader's own files ---------------------------------------------------
+
+    def _fingerprint(self):
+        """{path: sha256} of everything the verdicts depend on besides the
+        target: the engine, the rubrics, the tests, common/, the shipped
+        reference objects and the hidden tests."""
+        roots = [self.root / "grader" / d for d in ("lab_grader", "grade", "rubric", "tests", "reference")]
+        roots += [self.root / "common"] + ([self.hidden] if self.hidden else [])
+        out = {}
+        for r in roots:
+            if not r.is_dir():
+                continue
+            for p in sorted(r.rglob("*")):
+                if p.is_file() and "__pycache__" not in p.parts:
+                    out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+        return out
+
+    def tampered(self):
+        """The grader's files that changed since grading began (a test that
+        wrote to them: possible only where the sandbox could not give the
+        tests a user id of their own). Empty when nothing changed."""
+        if self._files is None:
+            return []
+        now = self._fingerprint()
+        return sorted(p for p in set(now) | set(self._files) if now.get(p) != self._files.get(p))
+
     def start(self):
         """Starts every lane of every selected stage in the background."""
         self.lock()
+        self._files = self._fingerprint()
         futures = []
         for stage in self.selected:
             items = self.items(stage)
@@ -493,6 +618,8 @@ class Grader:
         bad = [o for o in outcomes if not o.passed]
         if not bad:
             return ItemResult(item, "passed", item.points, "passed")
+        if all(o.verdict == "too-slow" for o in bad):
+            return ItemResult(item, "not-judged", 0, f"{bad[0].test}: {bad[0].message}", outcome=bad[0])
         first = bad[0]
         summary = f"{first.test}: {first.message}" if first.verdict != "not-started" else first.message
         return ItemResult(item, "failed", 0, summary, outcome=first)

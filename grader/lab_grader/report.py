@@ -4,11 +4,14 @@ import os
 import pathlib
 import sys
 
+from . import sandbox
+
 WIDTH = 78
 MARK = {"passed": "PASS", "failed": "FAIL", "not-judged": "----"}
 VERDICT_WORDS = {
     "fail": "failed", "timeout": "timed out", "crash": "crashed", "not-started": "not started",
     "exited-early": "left early", "memory": "memory error", "race": "data race", "missing": "did not run",
+    "too-slow": "too slow to judge",
 }
 
 
@@ -88,8 +91,19 @@ def failure_block(grader, r):
     return lines
 
 
+UNTRUSTED = ("NOT TRUSTED: the grader's own files changed while it ran, so a test wrote to them "
+             "(the tests could not be given a user id of their own here). No score is given; "
+             "grade again from a fresh copy of the lab.")
+
+
+def untrusted(grader):
+    return getattr(grader, "untrusted", [])
+
+
 def text_report(grader, results):
     lines = []
+    if untrusted(grader):
+        lines += [UNTRUSTED] + [f"  changed: {p}" for p in untrusted(grader)[:10]] + [""]
     by_stage = {}
     for r in results:
         by_stage.setdefault(r.item.stage, []).append(r)
@@ -101,6 +115,7 @@ def text_report(grader, results):
     failed = [r for r in results if r.status == "failed"]
     lines.append(f"Total: {fmt_points(total)}/{fmt_points(judged)}" +
                  ("" if not failed else f"   ({len(failed)} item(s) to fix; details below)"))
+    lines.append(sandbox.shared().describe())
     not_judged = [r for r in results if r.status == "not-judged"]
     for r in not_judged:
         lines.append(f"Not judged here: {r.item.key}: {r.summary}")
@@ -138,6 +153,9 @@ def gradescope(grader, results, seconds):
             # hidden tests: students see them once the instructor publishes the grades
             "visibility": "after_published" if r.item.hidden else "visible",
         })
+    if untrusted(grader):
+        return {"score": 0, "execution_time": round(seconds, 1), "output": UNTRUSTED, "visibility": "visible",
+                "stdout_visibility": "hidden", "tests": []}
     return {
         "score": sum(r.points for r in results),
         "execution_time": round(seconds, 1),

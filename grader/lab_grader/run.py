@@ -7,15 +7,17 @@ The verdict of a test is read from two places: the runner's XML report
 a HANG record carries every thread's backtrace.
 """
 import dataclasses
+import errno
 import os
 import pathlib
 import re
 import shutil
 import signal
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
-from . import records
+from . import records, sandbox
 
 OUTPUT_CAP = 64 * 1024
 
@@ -34,6 +36,14 @@ LIMITS = {
     "RLIMIT_NOFILE": 4096,
 }
 DATA_LIMIT = 1024 * 1024 * 1024        # RLIMIT_DATA for the plain lanes: 1 GB
+FORK_LIMIT_NOTE = ("the run hit its limit of " + str(sandbox.PIDS_MAX) + " processes and threads{n} "
+                   "(a fork bomb, or threads that are never joined?)")
+
+
+def fork_limit_note(refused):
+    """The report's words for a run that met the process limit (refused < 0:
+    met, but the refusals were not counted)."""
+    return FORK_LIMIT_NOTE.format(n="" if refused < 0 else f": {refused} fork(s) or thread start(s) refused")
 WHY_SIGNAL = {
     "XFSZ": "the test wrote more than 32 MB (to its output or a file): an endless print loop?",
 }
@@ -161,17 +171,54 @@ class Invocation:
     def execute(self):
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
-        (self.run_dir / "rec").mkdir(parents=True)
+        self.run_dir.mkdir(parents=True)
+        jail = sandbox.shared().jail()
+        try:
+            return self._execute(jail)
+        finally:
+            jail.close()
+
+    def _execute(self, jail):
+        """Runs in the jail's private directory (when there is one): a copy of
+        the binary, and a run directory owned by the jail's user; the files
+        it leaves come back to run_dir afterwards."""
+        if jail.home is not None:
+            work = jail.home / "run"
+            binary = jail.home / "bin" / self.binary.name
+            binary.parent.mkdir(mode=0o711)
+            shutil.copyfile(self.binary, binary)
+            os.chmod(binary, 0o555)
+        else:
+            work, binary = self.run_dir, self.binary
+        moved = mover({str(self.run_dir): str(work), str(self.binary): str(binary)})
+        (work / "rec").mkdir(parents=True, exist_ok=True)
         for d in self.make_dirs:
-            pathlib.Path(d).mkdir(parents=True, exist_ok=True)
-        xml = self.run_dir / "report.xml"
+            pathlib.Path(moved(str(d))).mkdir(parents=True, exist_ok=True)
+        if jail.uid >= 0:
+            for dirpath, dirnames, filenames in os.walk(work):
+                os.chown(dirpath, jail.uid, jail.uid)
+            os.chmod(work, 0o700)
+        xml = work / "report.xml"
         env = dict(os.environ)
-        env.update(self.env)
-        env["LAB_RUN_DIR"] = str(self.run_dir / "rec")
-        cmd = [*self.wrapper, str(self.binary), f"-j{self.jobs}", f"--xml={xml}", "--filter", filter_for(self.tests)]
-        with open(self.run_dir / "output.txt", "wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                    preexec_fn=lambda: apply_limits(self.data_limit))
+        env.update({k: moved(v) for k, v in self.env.items()})
+        env["LAB_RUN_DIR"] = str(work / "rec")
+        cmd = [*(moved(w) for w in self.wrapper), str(binary), f"-j{self.jobs}", f"--xml={xml}",
+               "--filter", filter_for(self.tests)]
+
+        def child():
+            apply_limits(self.data_limit)
+            jail.preexec()
+        output = self.run_dir / "output.txt"
+        refused = 0
+        with open(output, "wb") as out:
+            try:
+                proc = _popen_retrying(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                       preexec_fn=child, cwd=work if jail.home is not None else None)
+            except (OSError, subprocess.SubprocessError) as e:
+                # the jail could not be set up for this run (it could when the
+                # grader started): every test of the run is reported as not run
+                out.write(f"[grader] could not start the test runner: {e}\n".encode())
+                return {}, {}, _tail(output), 0
             try:
                 proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
@@ -179,13 +226,43 @@ class Invocation:
                 # a hung worker): everything in its session goes
                 out.write(f"\n[grader] the test runner did not finish within {self.timeout:.0f} s; killed\n".encode())
             finally:
-                # the runner's session: any worker or process a test left behind
+                # counted while a fork bomb still stands; then the runner's
+                # session: any worker or process a test left behind; then the
+                # jail, for one that left the session
+                refused = jail.fork_failures()
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 proc.wait()
-        return parse_xml(xml), records.read_dir(self.run_dir / "rec"), _tail(self.run_dir / "output.txt")
+                jail.kill_all()
+            if refused:
+                out.write(f"\n[grader] {fork_limit_note(refused)}\n".encode())
+        if work != self.run_dir:
+            sandbox.copy_back(work, self.run_dir)
+        return (parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"), _tail(output),
+                refused)
+
+
+def _popen_retrying(cmd, **kw):
+    """Popen, tried again on ETXTBSY. The binary was copied into the jail a
+    moment ago; another grader thread that forked while the copy's file was
+    open for writing holds that descriptor until its own child execs (after
+    the jail's setup), and until then exec says "Text file busy"."""
+    for attempt in range(100):
+        try:
+            return subprocess.Popen(cmd, **kw)
+        except OSError as e:
+            if e.errno != errno.ETXTBSY or attempt == 99:
+                raise
+            time.sleep(0.02)
+
+
+def mover(mapping):
+    """A function that rewrites every path under a key of mapping (the
+    grader's run directory, its binary) to its place in the jail."""
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(mapping, key=len, reverse=True)) + r"(?=/|$|\s)")
+    return lambda text: pattern.sub(lambda m: mapping[m.group(0)], text)
 
 
 def judge(test, report, recs, symbolizer, nonce, hang_hint=""):

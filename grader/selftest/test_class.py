@@ -22,6 +22,7 @@ def test_grade_class(tmp_path):
     rows = {r["student"]: r for r in csv.DictReader(out.open())}
     full = next(s for s in stages() if s.name == "01-signal").max_points
     assert float(rows["alice"]["01-signal"]) == full
+    assert float(rows["alice"]["not judged"]) == 0 and float(rows["alice"]["max"]) == full
     assert float(rows["bob"]["01-signal"]) == 0
     lost = sum(i.points for s in stages() if s.name == "01-signal" for i in s.items if i.id in m.catches)
     assert float(rows["carol"]["01-signal"]) <= full - lost

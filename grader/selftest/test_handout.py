@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import GRADER, ROOT, stages
+from conftest import GRADER, ROOT, apply_mutant, mutants, stages
 
 
 def test_handout(tmp_path):
@@ -32,3 +32,15 @@ def test_handout(tmp_path):
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text[-4000:]
     assert f"graded with the reference {later.uses[0]}" in text, text[-3000:]
+
+    # calibrated timeouts work from the shipped reference tests: a hang is
+    # timed against the reference, which the handout has only as binaries
+    assert (out / "grader" / "reference" / "01-signal" / "tests-plain").exists()
+    hang = next(m for m in mutants() if m.name == "hostile-blocking-poll")
+    hung = apply_mutant(hang, tmp_path / "hung")
+    proc = subprocess.run(["make", "-s", "-C", str(out), "grade", "STAGE=1", "ITEMS=pending-registers",
+                           f"TARGET={hung}"], capture_output=True, text=True, timeout=900,
+                          env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"})
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text[-3000:]
+    assert "the reference solution passes this test in" in text, text[-3000:]

@@ -75,3 +75,24 @@ def test_check_is_the_quick_pass(tmp_path):
     # (the flake check keeps every core busy), so the bound only catches a
     # quick pass that is not quick at all
     assert seconds < 150, f"make check STAGE=1 took {seconds:.1f} s"
+
+
+def test_compile_error_costs_its_stage_only(tmp_path):
+    """A stage that does not compile fails its own items with the compiler's
+    first error; the stage before it is graded as usual, and the stage that
+    uses it is graded against the reference, in full."""
+    later = next(s for s in stages() if len(s.uses) >= 2)   # 03 uses 01 and 02
+    broken, first = later.uses[-1], next(s for s in stages() if s.name == later.uses[0])
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "solutions", tree)
+    src = sorted((tree / broken).glob("*.c"))[0]
+    src.write_text(src.read_text() + "\nthis is not C;\n")
+    g = grade(tmp_path, tree, stage=f"{first.name},{broken},{later.name}")
+    by_stage = {}
+    for t in g.results["tests"]:
+        by_stage.setdefault(t["number"].split("/")[0], []).append(t)
+    assert sum(t["score"] for t in by_stage[first.name]) == first.max_points, g.output[-3000:]
+    assert all(t["score"] == 0 and "did not compile" in t["output"] for t in by_stage[broken]), g.output[-3000:]
+    assert f"{src.name}:" in g.output, "the report should quote the compiler's first error"
+    assert sum(t["score"] for t in by_stage[later.name]) == later.max_points, g.output[-3000:]
+    assert f"graded with the reference {broken}" in g.output, g.output[-3000:]

@@ -226,3 +226,27 @@ def test_quiz_judge(tmp_path):
     assert "not among the choices" in quiz.judge(["q1", "q2"], invalid, key)[1]
     with pytest.raises(quiz.QuizError):
         quiz.judge(["q9"], key, key)
+
+
+# ---- quotes.py: docs quote code by named regions ------------------------------------------
+
+def test_quotes_catch_a_stale_excerpt(tmp_path):
+    import quotes
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "common").mkdir()
+    src = tmp_path / "common" / "x.h"
+    src.write_text("int a;\n/* quote: pair */\nstruct pair { int a, b; };\n/* end quote: pair */\n")
+    doc = tmp_path / "docs" / "ch.md"
+    doc.write_text("Text.\n\n<!-- quote: common/x.h#pair -->\n```c\nstruct pair { int a, b; };\n```\n")
+    assert quotes.run(tmp_path, write=False) == ([], 1)
+    src.write_text(src.read_text().replace("int a, b;", "int a, b, c;"))
+    problems, _ = quotes.run(tmp_path, write=False)
+    assert len(problems) == 1 and "no longer matches" in problems[0] and "int a, b, c;" in problems[0]
+    assert quotes.run(tmp_path, write=True)[0] == []
+    assert "int a, b, c;" in doc.read_text() and quotes.run(tmp_path, write=False)[0] == []
+    doc.write_text(doc.read_text().replace("#pair", "#gone"))
+    problems, _ = quotes.run(tmp_path, write=False)
+    assert problems and "no region 'gone'" in problems[0]
+    src.write_text("/* quote: pair */\nint a;\n")
+    problems, _ = quotes.run(tmp_path, write=False)
+    assert problems and "has no 'end quote: pair'" in problems[0]

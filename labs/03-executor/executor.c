@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "coop.h"
+#define LAB_EXECUTOR_C /* the real executor_spawn and executor_block_on (executor.h, tracing) */
 #include "executor.h"
 #include "parker.h"
 #include "ready_queue.h"
@@ -57,9 +58,21 @@ static void executor_release(struct scheduler *s, struct task *t)
     LAB_TODO("unlink t from the owned list (the task module gives back the list's reference right after) (docs/03-executor.md#the-executor)");
 }
 
+#ifdef LAB_TRACE
+/* Traced (given; docs/tracing.md): a task that leaves the list has completed. */
+static void executor_release_traced(struct scheduler *s, struct task *t)
+{
+    trace_task_complete(&t->trace);
+    executor_release(s, t);
+}
+#define EXECUTOR_RELEASE executor_release_traced
+#else
+#define EXECUTOR_RELEASE executor_release
+#endif
+
 static const struct scheduler_vtable executor_scheduler_vtable = {
     .schedule = executor_schedule,
-    .release = executor_release,
+    .release = EXECUTOR_RELEASE,
 };
 
 /* ---- creating and freeing ---------------------------------------------------------------- */
@@ -138,6 +151,7 @@ static enum executor_status run_loop(struct executor *ex, enum run_mode mode, st
         abort();
     }
     current = ex;
+    trace_thread_name("executor"); /* empty unless built with -DLAB_TRACE (trace.h) */
     enum executor_status st;
     (void)ex;
     (void)mode;

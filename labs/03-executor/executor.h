@@ -91,6 +91,16 @@ struct executor *executor_current(void);
 /* A sentence for a status: "deadlock: ...". */
 const char *executor_status_str(enum executor_status st);
 
+/* ---- tracing (common/trace.h, docs/tracing.md) ----
+ * Built with -DLAB_TRACE, a spawn notes the file and line it was written at,
+ * for the trace and the stall lamp; without it these lines do nothing. */
+#if defined(LAB_TRACE) && !defined(LAB_EXECUTOR_C)
+#define executor_spawn(ex, fut, drop_output) \
+    (trace_spawn_site(__FILE__, __LINE__), executor_spawn(ex, fut, drop_output))
+#define executor_block_on(ex, fut, out) \
+    (trace_spawn_site(__FILE__, __LINE__), executor_block_on(ex, fut, out))
+#endif
+
 /* ---- test hooks ---- */
 
 /* Queue entries now (ready tasks). The executor's thread only. */

@@ -70,7 +70,7 @@ static inline bool register_join_waker(struct task *t, const struct waker *w)
 {
     (void)t;
     (void)w;
-    LAB_TODO("rule 3 (same waker: done; else clear JOIN_WAKER unless COMPLETE, drop the old), rule 1 (write the slot), rule 2 (set JOIN_WAKER unless COMPLETE) (docs/03-executor.md#the-join-handle-and-its-waker)");
+    LAB_TODO("COMPLETE: return true, the slot may hold a waker already woken (rule 4); rule 3 (same waker: done; else clear JOIN_WAKER unless COMPLETE, drop the old), rule 1 (write the slot), rule 2 (set JOIN_WAKER unless COMPLETE) (docs/03-executor.md#the-join-handle-and-its-waker)");
 }
 
 enum poll join_handle_poll(struct join_handle *jh, struct context *cx, void *out,

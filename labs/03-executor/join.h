@@ -33,8 +33,11 @@
  *      the waker, the handle first clears JOIN_WAKER (a CAS that fails if
  *      COMPLETE is set), and is back under rule 1.
  *   4. The CAS that sets COMPLETE reads JOIN_WAKER: if it was set, the
- *      completing thread owns the slot from then on; it takes the waker out
- *      and wakes it.
+ *      completing thread owns the slot until it clears JOIN_WAKER; it wakes
+ *      the waker by reference first and leaves it in the slot. After that
+ *      the slot is the handle's again (rule 1), holding a woken waker that
+ *      the handle must drop and never overwrite: a handle that finds
+ *      COMPLETE set does not register a waker.
  *   5. The output belongs to the join handle if JOIN_INTEREST was set when
  *      COMPLETE was; otherwise the completing thread drops it.
  *   6. Dropping the handle clears JOIN_INTEREST with a CAS: if COMPLETE was

@@ -82,8 +82,13 @@ static inline enum poll take_output(struct task *t, void *out, enum join_status 
  * 1-3). Returns true when the task turned out to be complete instead. */
 static inline bool register_join_waker(struct task *t, const struct waker *w)
 {
-    /* BEGIN STUDENT: rule 3 (same waker: done; else clear JOIN_WAKER unless COMPLETE, drop the old), rule 1 (write the slot), rule 2 (set JOIN_WAKER unless COMPLETE) (docs/03-executor.md#the-join-handle-and-its-waker) */
+    /* BEGIN STUDENT: COMPLETE: return true, the slot may hold a waker already woken (rule 4); rule 3 (same waker: done; else clear JOIN_WAKER unless COMPLETE, drop the old), rule 1 (write the slot), rule 2 (set JOIN_WAKER unless COMPLETE) (docs/03-executor.md#the-join-handle-and-its-waker) */
     uint64_t cur = state_load(t);
+    /* Complete since the caller looked: the completing thread may already
+     * have woken our old waker and cleared JOIN_WAKER, leaving that waker in
+     * the slot for us to drop (rule 1). Writing the slot now would lose it. */
+    if (cur & TASK_COMPLETE)
+        return true;
     if (cur & TASK_JOIN_WAKER) {
         /* Rule 3: published. Reading it is safe: the only other reader, the
          * completing thread, never writes it while we exist (rule 4). */

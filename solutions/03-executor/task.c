@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LAB_TASK_C /* this file defines the real task_new and task_run (task.h, tracing) */
 #include "task.h"
 
 static const struct waker_vtable task_joining_waker_vtable;
@@ -248,23 +249,73 @@ static void task_waker_drop(const void *data)
     /* END STUDENT */
 }
 
+#ifdef LAB_TRACE
+/* The traced wakes (given; docs/tracing.md): record the wake and who made it,
+ * then wake. The waker's reference keeps t alive until the wake consumes it. */
+static inline bool trace_arrow(struct task *t)
+{
+    /* relaxed: only decides whether to draw an arrow; no wake of a complete
+     * task leads to a poll */
+    return !(atomic_load_explicit(&t->state, memory_order_relaxed) & TASK_COMPLETE);
+}
+static void task_waker_wake_traced(const void *data)
+{
+    struct task *t = (struct task *)data;
+    if (!trace_enabled()) {
+        task_waker_wake(data);
+        return;
+    }
+    trace_wake_begin(&t->trace, trace_arrow(t));
+    task_waker_wake(data); /* may free t */
+    trace_wake_end();
+}
+static void task_waker_wake_by_ref_traced(const void *data)
+{
+    struct task *t = (struct task *)data;
+    if (!trace_enabled()) {
+        task_waker_wake_by_ref(data);
+        return;
+    }
+    trace_wake_begin(&t->trace, trace_arrow(t));
+    task_waker_wake_by_ref(data);
+    trace_wake_end();
+}
+#define TASK_WAKE task_waker_wake_traced
+#define TASK_WAKE_BY_REF task_waker_wake_by_ref_traced
+#else
+#define TASK_WAKE task_waker_wake
+#define TASK_WAKE_BY_REF task_waker_wake_by_ref
+#endif
+
 const struct waker_vtable task_waker_vtable = {
     .clone = task_waker_clone,
-    .wake = task_waker_wake,
-    .wake_by_ref = task_waker_wake_by_ref,
+    .wake = TASK_WAKE,
+    .wake_by_ref = TASK_WAKE_BY_REF,
     .drop = task_waker_drop,
 };
 
 /* A waker parked in a join handle of the same scheduler's task: one
  * reference and one joining mark. Its clone is an ordinary waker (the clone
  * can go anywhere); waking or dropping it gives back both. (given) */
-static void joining_wake(const void *data) { wake_by_val((struct task *)data, 1); }
+static void joining_wake(const void *data)
+{
+#ifdef LAB_TRACE
+    struct task *t = (struct task *)data;
+    if (trace_enabled())
+        trace_wake_begin(&t->trace, !(atomic_load_explicit(&t->state, memory_order_relaxed) &
+                                      TASK_COMPLETE)); /* relaxed: as in trace_arrow */
+    wake_by_val(t, 1);
+    trace_wake_end();
+#else
+    wake_by_val((struct task *)data, 1);
+#endif
+}
 static void joining_drop(const void *data) { ref_dec((struct task *)data, 1, 1); } /* -1 ref, -1 joining */
 
 static const struct waker_vtable task_joining_waker_vtable = {
     .clone = task_waker_clone,
     .wake = joining_wake,
-    .wake_by_ref = task_waker_wake_by_ref,
+    .wake_by_ref = TASK_WAKE_BY_REF,
     .drop = joining_drop,
 };
 
@@ -471,3 +522,34 @@ uint64_t task_test_state(const struct task *t)
     /* relaxed: a look for tests, which order themselves (join, or run returned) */
     return atomic_load_explicit(&((struct task *)t)->state, memory_order_relaxed);
 }
+
+/* ---- tracing (given; task.h, docs/tracing.md) ---- */
+
+#ifdef LAB_TRACE
+struct task *task_new_traced(struct scheduler *s, struct future fut,
+                             task_output_drop_fn drop_output, struct join_handle **join)
+{
+    const char *name = fut.vtable->name; /* fut belongs to the task once task_new succeeds */
+    struct task *t = task_new(s, fut, drop_output, join);
+    if (t)
+        trace_task_spawn(&t->trace, name); /* before the caller queues t anywhere */
+    return t;
+}
+
+void task_run_traced(struct task *t)
+{
+    if (!trace_enabled()) {
+        task_run(t);
+        return;
+    }
+    /* relaxed: only labels the run; the queue reference we hold keeps t alive */
+    uint64_t s = atomic_load_explicit(&t->state, memory_order_relaxed);
+    if (s & (TASK_COMPLETE | TASK_RUNNING)) {
+        task_run(t); /* a stale entry: nothing is polled, nothing to draw */
+        return;
+    }
+    struct trace_poll p = trace_poll_begin(&t->trace, (s & TASK_CANCELLED) != 0);
+    task_run(t); /* may free t: the end is recorded from p alone */
+    trace_poll_end(p);
+}
+#endif

@@ -57,6 +57,7 @@
 
 #include "future.h"
 #include "scheduler.h"
+#include "trace.h"
 #include "waker.h"
 
 /* ---- the state word ----------------------------------------------------------
@@ -85,6 +86,7 @@
  * Counts and flags share one word so that one atomic load is a consistent
  * snapshot of all of them: two words read one after the other are not.
  */
+/* quote: state-bits */
 #define TASK_RUNNING       UINT64_C(0x01)
 #define TASK_NOTIFIED      UINT64_C(0x02)
 #define TASK_COMPLETE      UINT64_C(0x04)
@@ -98,6 +100,7 @@
 #define TASK_JOINING_MASK  (UINT64_C(0xffffff) << TASK_JOINING_SHIFT)
 #define TASK_REF_SHIFT     32
 #define TASK_REF_ONE       (UINT64_C(1) << TASK_REF_SHIFT)
+/* end quote: state-bits */
 
 static inline uint64_t task_state_refs(uint64_t s) { return s >> TASK_REF_SHIFT; }
 static inline uint64_t task_state_joining(uint64_t s)
@@ -146,6 +149,10 @@ struct task {
     struct waker join_waker;
     uint32_t future_offset, output_offset;
     unsigned char stage; /* enum task_stage */
+#ifdef LAB_TRACE
+    struct trace_task trace; /* id, spawn site, pending wake arrow: only with -DLAB_TRACE,
+                              * written by the traced wrappers (end of this header) */
+#endif
 };
 
 /* ---- for schedulers ----------------------------------------------------------- */
@@ -200,6 +207,23 @@ static inline void *task_output(struct task *t) { return (char *)t + t->output_o
 
 /* The vtable of every task waker (clone, wake, wake_by_ref, drop). */
 extern const struct waker_vtable task_waker_vtable;
+
+/* ---- tracing (common/trace.h, docs/tracing.md) -----------------------------------
+ *
+ * Built with -DLAB_TRACE (make trace), every call of task_new and task_run
+ * outside task.c goes through a wrapper at the end of task.c, which records
+ * the spawn (with the site the spawn macro noted) and each run's begin and
+ * end, and calls the real function. task.c's waker vtables record each wake.
+ * So a scheduler (stage 03's executor, stage 07's workers) is traced without
+ * a line of its own, apart from trace_task_complete in its release hook.
+ * Without -DLAB_TRACE none of this exists. */
+#if defined(LAB_TRACE) && !defined(LAB_TASK_C)
+struct task *task_new_traced(struct scheduler *s, struct future fut,
+                             task_output_drop_fn drop_output, struct join_handle **join);
+void task_run_traced(struct task *t);
+#define task_new(s, fut, drop_output, join) task_new_traced(s, fut, drop_output, join)
+#define task_run(t) task_run_traced(t)
+#endif
 
 /* ---- test hooks ---- */
 

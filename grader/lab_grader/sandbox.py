@@ -1,0 +1,348 @@
+"""Where a test binary runs: as whom, on which network, under which process limit.
+
+Student code runs inside the test binaries, so every run of one is jailed as
+far as the machine allows, and the grader says how far that was:
+
+  user      As root, each run gets a user id of its own (an unused number,
+            no /etc/passwd entry needed) and a private directory owned by
+            it, with a copy of the binary. The grader's files (root's, mode
+            644) cannot be written, and one run cannot touch another's
+            records. Not root: the run keeps the grader's user, and the
+            private directory is still where it writes.
+  network   A new network namespace with only its loopback, brought up, so a
+            test can talk to 127.0.0.1 and nothing else. As root directly;
+            otherwise inside a new user namespace (the same user id mapped to
+            itself). Where the kernel refuses, the run has the machine's
+            network and the report says so.
+  processes A pids cgroup per run (cgroup v1's pids hierarchy, or v2 where its
+            pids controller is enabled), so a fork bomb stops at PIDS_MAX
+            tasks, and every process of the run is killed at its end, even
+            one that left the runner's session. Without a cgroup, as root,
+            RLIMIT_NPROC does the counting (it counts the tasks of a user id,
+            and each run has its own) and `kill -9 -1` as that user does the
+            killing; otherwise there is no process limit, and the report says
+            so. LAB_SANDBOX_CGROUP=0 leaves the cgroup out (to test that path).
+
+Every step that runs in the child (between fork and exec) is plain system
+calls through ctypes and os, with no allocation-heavy Python in between.
+"""
+import atexit
+import ctypes
+import dataclasses
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+
+PIDS_MAX = 512          # tasks (processes and threads) in one run
+UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
+COPY_BACK_FILES = 20000  # at most this many files come back from a run's directory
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS = 0x8913
+SIOCSIFFLAGS = 0x8914
+IFF_UP = 0x1
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _unshare(flags):
+    if _libc.unshare(flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _loopback_up():
+    """Brings `lo` up in the current network namespace (it starts down)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        import fcntl
+        req = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+
+
+def _write(path, text):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _pids_root():
+    """A directory where a pids cgroup can be made, or None."""
+    v1 = pathlib.Path("/sys/fs/cgroup/pids")
+    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
+        return v1
+    for v2 in (pathlib.Path("/sys/fs/cgroup"), pathlib.Path("/sys/fs/cgroup/unified")):
+        try:
+            if "pids" in (v2 / "cgroup.subtree_control").read_text().split() and os.access(v2, os.W_OK):
+                return v2
+        except OSError:
+            continue
+    return None
+
+
+@dataclasses.dataclass
+class Jail:
+    """One run's confinement. preexec() runs in the child before exec."""
+    sandbox: "Sandbox"
+    uid: int = -1              # -1: keep the grader's user
+    cgroup: pathlib.Path = None
+    home: pathlib.Path = None  # the private directory (removed by close())
+
+    def preexec(self):
+        sb = self.sandbox
+        if self.cgroup is not None:
+            _write(self.cgroup / "cgroup.procs", str(os.getpid()))
+        if sb.netns == "root":
+            _unshare(CLONE_NEWNET)
+            _loopback_up()
+        elif sb.netns == "user":
+            uid, gid = os.getuid(), os.getgid()
+            _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", f"{uid} {uid} 1")
+            _write("/proc/self/gid_map", f"{gid} {gid} 1")
+            _loopback_up()
+        if self.uid >= 0:
+            if self.cgroup is None:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NPROC, (PIDS_MAX, PIDS_MAX))
+            os.setgroups([])
+            os.setgid(self.uid)
+            os.setuid(self.uid)
+
+    def fork_failures(self):
+        """How many forks the process limit refused in this run; -1 when it
+        was reached but the refusals cannot be counted (RLIMIT_NPROC: the run's
+        user holds nearly PIDS_MAX tasks at the end)."""
+        if self.cgroup is None:
+            if self.uid < 0:
+                return 0
+            tasks = 0
+            for status in pathlib.Path("/proc").glob("[0-9]*/status"):
+                try:
+                    fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+                except OSError:
+                    continue
+                if fields.get("Uid", "").split()[:1] == [str(self.uid)]:
+                    tasks += int(fields.get("Threads", "1").strip() or 1)
+            return -1 if tasks >= PIDS_MAX - 8 else 0
+        try:
+            for line in (self.cgroup / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def kill_all(self):
+        """Kills every process left in the run's cgroup, then removes it.
+        Without a cgroup but with a user id of its own, every process of that
+        user: `kill -9 -1` run as that user reaches all of them and nothing
+        else, a fork bomb's children that left the session included."""
+        if self.cgroup is None:
+            if self.uid >= 0:
+                def as_jail_user():
+                    os.setgroups([])
+                    os.setgid(self.uid)
+                    os.setuid(self.uid)
+                for _ in range(5):
+                    subprocess.run(["kill", "-9", "-1"], preexec_fn=as_jail_user,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return
+        try:
+            _write(self.cgroup / "pids.max", "0")  # no more forks: a fork bomb cannot outrun the kills
+        except OSError:
+            pass
+        for _ in range(250):
+            try:
+                pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
+            except OSError:
+                break
+            if not pids:
+                break
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            threading.Event().wait(0.02)
+        for _ in range(100):  # a task that just exited may hold the cgroup for a moment
+            try:
+                self.cgroup.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                threading.Event().wait(0.01)
+
+    def close(self):
+        self.kill_all()
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+class Sandbox:
+    """What this machine allows, decided once per grader process."""
+
+    def __init__(self, enabled=True):
+        self.root = os.geteuid() == 0
+        self.enabled = enabled
+        self.pids_root = (_pids_root() if enabled and self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
+                          else None)
+        self.netns = "none"
+        self.why_not = []   # what could not be had, in plain words
+        self.base = None
+        self._group = None
+        if not enabled:
+            self.why_not.append("sandbox turned off (LAB_SANDBOX=0)")
+            return
+        self.base = pathlib.Path(tempfile.gettempdir()) / f"lab-grader-{os.getuid()}"
+        self.base.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(self.base, 0o711)
+        if self.pids_root is not None:
+            _remove_stale_groups(self.pids_root)
+            self._group = self.pids_root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
+            try:
+                self._group.mkdir()
+            except OSError as e:
+                self.why_not.append(f"no pids cgroup ({e.strerror})")
+                self.pids_root = self._group = None
+        if self.pids_root is None and not self.root:
+            self.why_not.append("no process limit (neither a writable pids cgroup nor a user id of its own)")
+        for mode in (("root",) if self.root else ("user",)):
+            self.netns = mode
+            err = self._probe()
+            if err is None:
+                break
+            self.netns = "none"
+            self.why_not.append(f"the machine's network is shared: a network namespace was refused ({err})")
+
+    def _probe(self):
+        """Tries a jail in a child Python process; None when it worked, else
+        why not (the error of the step that failed, in the kernel's words)."""
+        jail = self.jail()
+        here = str(pathlib.Path(__file__).resolve().parent.parent)
+        code = ("import sys, types; sys.path.insert(0, %r); from lab_grader import sandbox as s; "
+                "s._probe_child(types.SimpleNamespace(netns=%r), %d, %r)"
+                % (here, self.netns, jail.uid, str(jail.cgroup) if jail.cgroup else ""))
+        try:
+            p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                               cwd=jail.home)
+            return None if p.returncode == 0 else (p.stdout.strip() or p.stderr.strip()[-200:] or "refused")
+        except (OSError, subprocess.SubprocessError) as e:
+            return str(e)
+        finally:
+            jail.close()
+
+    def jail(self):
+        if not self.enabled:
+            return Jail(self)
+        j = Jail(self)
+        if self.root:
+            j.uid = UID_BASE + secrets.randbelow(1 << 30)
+        j.home = pathlib.Path(tempfile.mkdtemp(prefix="run-", dir=self.base))
+        os.chmod(j.home, 0o711)
+        if self._group is not None:
+            j.cgroup = self._group / secrets.token_hex(6)
+            j.cgroup.mkdir()
+            _write(j.cgroup / "pids.max", str(PIDS_MAX))
+        return j
+
+    def describe(self):
+        """One line for the report's header."""
+        if not self.enabled:
+            return "sandbox: off (LAB_SANDBOX=0)"
+        parts = []
+        parts.append("each run as a user id of its own" if self.root else "as your own user")
+        parts.append("own network namespace (loopback only)" if self.netns != "none" else "shared network")
+        if self._group is not None:
+            parts.append(f"at most {PIDS_MAX} tasks (pids cgroup)")
+        elif self.root:
+            parts.append(f"at most {PIDS_MAX} tasks (RLIMIT_NPROC)")
+        line = "sandbox: " + ", ".join(parts)
+        if self.why_not:
+            line += "\n  (" + "; ".join(self.why_not) + ")"
+        return line
+
+    def close(self):
+        if self._group is not None:
+            try:
+                self._group.rmdir()
+            except OSError:
+                pass
+
+
+_shared = None
+_shared_lock = threading.Lock()
+
+
+def shared():
+    """The grader process's one Sandbox (LAB_SANDBOX=0 turns it off)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Sandbox(enabled=os.environ.get("LAB_SANDBOX", "1") != "0")
+            atexit.register(_shared.close)
+        return _shared
+
+
+def _remove_stale_groups(root):
+    """Removes the empty cgroups of grader processes that are gone (killed
+    before they could remove their own)."""
+    for g in root.glob("lab-grader-*"):
+        try:
+            pid = int(g.name.split("-")[2])
+        except (IndexError, ValueError):
+            continue
+        if pathlib.Path(f"/proc/{pid}").exists():
+            continue
+        for child in g.iterdir():
+            if child.is_dir():
+                try:
+                    child.rmdir()
+                except OSError:
+                    pass
+        try:
+            g.rmdir()
+        except OSError:
+            pass
+
+
+def _probe_child(sb, uid, cgroup):
+    """Sandbox._probe's child: one jail's steps, then exit 0, or print why not."""
+    jail = Jail(sb, uid=uid, cgroup=pathlib.Path(cgroup) if cgroup else None)
+    try:
+        jail.preexec()
+    except OSError as e:
+        print(e.strerror or str(e))
+        sys.exit(1)
+    sys.exit(0)
+
+
+def copy_back(src, dst):
+    """Copies the regular files of a run's directory (never a link, never
+    more than COPY_BACK_FILES of them) into the grader's own run directory."""
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+        rel = pathlib.Path(dirpath).relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for f in filenames:
+            p = pathlib.Path(dirpath) / f
+            if p.is_symlink() or not p.is_file():
+                continue
+            n += 1
+            if n > COPY_BACK_FILES:
+                return
+            shutil.copyfile(p, dst / rel / f, follow_symlinks=False)

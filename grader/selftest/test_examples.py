@@ -1,0 +1,63 @@
+"""The examples build from solutions/ and work: the echo server answers the
+load client, the HTTP server answers a GET (examples/06-reactor)."""
+import re
+import socket
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+EX = ROOT / "examples" / "06-reactor"
+
+
+@pytest.fixture(scope="module")
+def b(tmp_path_factory):
+    """The three programs, built once for this module."""
+    out = tmp_path_factory.mktemp("examples") / "build"
+    proc = subprocess.run(["make", "-s", "-C", str(EX), f"B={out}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def serve(binary):
+    """Starts a server on any port; returns (process, port)."""
+    p = subprocess.Popen([str(binary), "0"], stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    m = re.search(r":(\d+)$", line.strip())
+    if not m:
+        p.kill()
+        p.wait()
+        raise AssertionError(f"{binary.name} did not say where it listens: {line!r}")
+    return p, int(m.group(1))
+
+
+def test_echo_server_and_load_client(b):
+    p, port = serve(b / "echo_server")
+    try:
+        out = subprocess.run([str(b / "load_client"), "127.0.0.1", str(port), "20", "50", "3000"],
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    assert out.returncode == 0, out.stderr
+    assert "round_trips 1000" in out.stdout, out.stdout
+    assert re.search(r"^p99_us [\d.]+$", out.stdout, re.M), out.stdout
+
+
+def test_http_hello(b):
+    p, port = serve(b / "http_hello")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /again HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    finally:
+        p.kill()
+        p.wait()
+    assert data.count(b"HTTP/1.1 200 OK") == 2, data
+    assert data.count(b"hello, world\n") == 2, data

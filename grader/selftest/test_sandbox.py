@@ -1,0 +1,189 @@
+"""Hostile submissions against the sandbox (grader/lab_grader/sandbox.py).
+
+Each test plants code at the top of stage 01's signal_new, so it runs in every
+test that makes a signal, and grades one item. What the sandbox cannot do on
+this machine (no root, no cgroup, no namespaces) is skipped with the reason,
+never reported as passed.
+"""
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT, grade
+
+from lab_grader import sandbox
+
+ITEM = "pending-registers"        # one plain test that calls signal_new
+ANCHOR = "    /* BEGIN STUDENT: allocate one shared state"
+
+
+@pytest.fixture(scope="module")
+def caps():
+    sb = sandbox.Sandbox()
+    try:
+        yield {"root": sb.root, "netns": sb.netns != "none", "pids": sb.root or sb.pids_root is not None}
+    finally:
+        sb.close()
+
+
+def hostile_tree(tmp_path, code, includes=()):
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "solutions" / "01-signal", tree / "01-signal")
+    src = tree / "01-signal" / "signal.c"
+    text = src.read_text()
+    assert ANCHOR in text, "signal_new's student region moved: update ANCHOR"
+    head = "".join(f"#include <{h}>\n" for h in includes)
+    i = text.index(ANCHOR)
+    j = text.index("\n", i) + 1
+    src.write_text(head + text[:j] + code + text[j:])
+    return tree
+
+
+def appending_tree(tmp_path):
+    """A tree whose signal_new appends a line to $LAB_HOSTILE_TARGET, and
+    carries on as if nothing happened when it cannot."""
+    return hostile_tree(tmp_path, '    {\n'
+                                  '        const char *t = getenv("LAB_HOSTILE_TARGET");\n'
+                                  '        FILE *f = t ? fopen(t, "a") : NULL;\n'
+                                  '        if (f) {\n'
+                                  '            fputs("/* the grader was here */\\n", f);\n'
+                                  '            fclose(f);\n'
+                                  '        }\n'
+                                  '    }\n', includes=("stdio.h",))
+
+
+def test_fork_bomb_costs_its_test_only(tmp_path, caps):
+    if not caps["pids"]:
+        pytest.skip("no process limit on this machine (not root, no writable pids cgroup): "
+                    "a fork bomb here would take the machine down")
+    tree = hostile_tree(tmp_path, '    prctl(PR_SET_NAME, "lab-fork-bomb");\n'
+                                  '    for (;;)\n        (void)fork();\n',
+                        includes=("sys/prctl.h", "unistd.h"))
+    g = grade(tmp_path, tree, stage="01-signal", items=[ITEM], timeout=300)
+    assert g.returncode == 2, g.output[-3000:]
+    assert g.item(f"01-signal/{ITEM}")["score"] == 0
+    assert "processes and threads" in g.output, g.output[-3000:]
+    ps = subprocess.run(["ps", "-eo", "stat=,comm="], capture_output=True, text=True).stdout.splitlines()
+    alive = [p for p in ps if p.split()[-1] == "lab-fork-bomb" and not p.startswith("Z")]  # zombies are dead
+    assert not alive, f"{len(alive)} fork-bomb processes outlived the grading"
+
+
+def test_cannot_write_the_graders_files(tmp_path, caps):
+    if not caps["root"]:
+        pytest.skip("not root: test processes run as your own user and could write your files "
+                    "(the grader runs them in a private directory, but cannot take the right away)")
+    victim_dir = pathlib.Path(tempfile.mkdtemp(prefix="lab-victim-"))
+    try:
+        os.chmod(victim_dir, 0o755)
+        victim = victim_dir / "rubric.toml"
+        shutil.copyfile(ROOT / "grader" / "rubric" / "01-signal.toml", victim)
+        os.chmod(victim, 0o644)
+        before = victim.read_bytes()
+        tree = appending_tree(tmp_path)
+        os.environ["LAB_HOSTILE_TARGET"] = str(victim)
+        try:
+            g = grade(tmp_path, tree, stage="01-signal", items=[ITEM], timeout=300)
+        finally:
+            del os.environ["LAB_HOSTILE_TARGET"]
+        assert victim.read_bytes() == before, "a test process wrote to a file of the grader's"
+        assert g.returncode == 0, g.output[-3000:]   # the failed write cost nothing else
+    finally:
+        shutil.rmtree(victim_dir, ignore_errors=True)
+
+
+def test_network_is_loopback_only(tmp_path, caps):
+    if not caps["netns"]:
+        pytest.skip("network namespaces are refused on this machine: tests share its network")
+    outside = socket.socket()
+    outside.bind(("127.0.0.1", 0))
+    outside.listen(8)
+    outside.settimeout(0.2)
+    port = outside.getsockname()[1]
+    reached = []
+    stop = threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            try:
+                c, _ = outside.accept()
+                reached.append(c.recv(64))
+                c.close()
+            except (socket.timeout, OSError):
+                continue
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    # Inside the jail: the grader's listener (another namespace) must be out
+    # of reach, and the jail's own loopback must work (or the test aborts).
+    code = ('    {\n'
+            '        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};\n'
+            '        const char *p = getenv("LAB_HOSTILE_PORT");\n'
+            '        int c = socket(AF_INET, SOCK_STREAM, 0);\n'
+            '        a.sin_port = htons((unsigned short)atoi(p ? p : "0"));\n'
+            '        if (c >= 0 && connect(c, (struct sockaddr *)&a, sizeof a) == 0)\n'
+            '            (void)!write(c, "escaped", 7);\n'
+            '        if (c >= 0)\n'
+            '            close(c);\n'
+            '        int l = socket(AF_INET, SOCK_STREAM, 0);\n'
+            '        socklen_t n = sizeof a;\n'
+            '        a.sin_port = 0;\n'
+            '        if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 1) ||\n'
+            '            getsockname(l, (struct sockaddr *)&a, &n))\n'
+            '            abort();\n'
+            '        c = socket(AF_INET, SOCK_STREAM, 0);\n'
+            '        if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a))\n'
+            '            abort(); /* loopback is down in the jail */\n'
+            '        close(c);\n'
+            '        close(l);\n'
+            '    }\n')
+    tree = hostile_tree(tmp_path, code, includes=("arpa/inet.h", "netinet/in.h", "sys/socket.h", "unistd.h"))
+    os.environ["LAB_HOSTILE_PORT"] = str(port)
+    try:
+        g = grade(tmp_path, tree, stage="01-signal", items=[ITEM], timeout=300)
+    finally:
+        del os.environ["LAB_HOSTILE_PORT"]
+        time.sleep(0.3)
+        stop.set()
+        t.join()
+        outside.close()
+    assert not reached, f"a test process reached the grader's network: {reached}"
+    assert g.returncode == 0, "the jail's own loopback did not work:\n" + g.output[-3000:]
+
+
+def test_a_changed_grader_file_means_no_score(tmp_path, caps):
+    """Without a user id of their own, tests could write the grader's files.
+    The grader fingerprints its files when grading begins and compares at the
+    end: any change and the run gives no score ("NOT TRUSTED", status 3). On a
+    copy of the lab, with the sandbox turned off to play the unprivileged
+    case; then with it on, where the write must fail and cost nothing."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    shutil.copyfile(ROOT / "Makefile", lab / "Makefile")
+    for d in ("common", "solutions"):
+        shutil.copytree(ROOT / d, lab / d, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "grader", lab / "grader", ignore=shutil.ignore_patterns("__pycache__", "mutants", "selftest"))
+    os.chmod(tmp_path, 0o755)   # the jail's user must reach the test source to write it (or be refused)
+    for p in (lab, lab / "grader", lab / "grader" / "tests", lab / "grader" / "tests" / "01-signal"):
+        os.chmod(p, 0o755)
+    victim = lab / "grader" / "tests" / "01-signal" / "poll.c"
+    tree = appending_tree(tmp_path)
+    env = dict(os.environ, LAB_HOSTILE_TARGET=str(victim), NO_COLOR="1")
+    cmd = ["make", "-s", "-C", str(lab), "grade", f"TARGET={tree}", "STAGE=1", f"ITEMS={ITEM}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(env, LAB_SANDBOX="0"))
+    out = p.stdout + p.stderr
+    assert "the grader was here" in victim.read_text(), "the hostile write should succeed without a sandbox"
+    assert "NOT TRUSTED" in out and str(victim) in out, out[-3000:]
+    assert p.returncode == 2, out[-3000:]          # make's status for the grader's 3
+    if not caps["root"]:
+        return
+    before = victim.read_bytes()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    out = p.stdout + p.stderr
+    assert victim.read_bytes() == before, "a jailed test wrote to the grader's test source"
+    assert p.returncode == 0 and "NOT TRUSTED" not in out, out[-3000:]

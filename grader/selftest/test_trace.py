@@ -1,0 +1,290 @@
+"""The trace facility (docs/tracing.md): common/trace.{h,c}, the hooks in
+stages 03 and 05, make trace's builder (grader/trace_build.py) and the renderer
+(grader/trace_render.py).
+
+  - the files are valid Chrome Trace Event JSON (what Perfetto loads);
+  - three yielding tasks on the reference give exactly the expected events;
+  - the timer storm's wakes come from the timer source;
+  - the stall lamp fires on a 20 ms poll and not on short ones;
+  - built without -DLAB_TRACE, no trace symbol is left in the objects;
+  - the hooks survive skeleton generation (labs/ builds traced);
+  - the renderer draws a PNG.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "grader"))
+import trace_build as lab_trace  # noqa: E402
+
+CC = os.environ.get("CC", "gcc")
+
+
+def run_example(binary, out, args=(), env=None):
+    e = dict(os.environ, LAB_TRACE_FILE=str(out))
+    e.pop("LAB_TRACE", None)
+    e.pop("LAB_TRACE_STALL_MS", None)
+    e.update(env or {})
+    proc = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, env=e, timeout=60)
+    return proc
+
+
+@pytest.fixture(scope="module")
+def three_tasks():
+    stage = lab_trace.find_stage("3")
+    return lab_trace.build(stage, ROOT / "examples/03-executor/three_tasks.c", "solutions")
+
+
+@pytest.fixture(scope="module")
+def timer_storm():
+    stage = lab_trace.find_stage("5")
+    return lab_trace.build(stage, ROOT / "examples/05-timer/timer_storm.c", "solutions")
+
+
+# ---- the trace-event format --------------------------------------------------------
+
+REQUIRED = {
+    "B": {"name", "ts", "pid", "tid"},
+    "E": {"ts", "pid", "tid"},
+    "X": {"name", "ts", "dur", "pid", "tid"},
+    "i": {"name", "ts", "pid", "tid", "s"},
+    "s": {"name", "cat", "id", "ts", "pid", "tid"},
+    "f": {"name", "cat", "id", "ts", "pid", "tid"},
+    "M": {"name", "pid", "args"},
+}
+
+
+def validate(path):
+    """Checks a file against the Chrome Trace Event format as Perfetto reads
+    it; returns the events. Raises AssertionError with the first problem."""
+    data = json.loads(pathlib.Path(path).read_text())
+    assert isinstance(data, dict) and isinstance(data.get("traceEvents"), list), \
+        "the file is not {\"traceEvents\": [...]}"
+    events = data["traceEvents"]
+    depth, last_ts, flows = {}, {}, {}
+    for n, e in enumerate(events):
+        ph = e.get("ph")
+        assert ph in REQUIRED, f"event {n}: unknown phase {ph!r}"
+        missing = REQUIRED[ph] - e.keys()
+        assert not missing, f"event {n} ({ph}): missing {sorted(missing)}"
+        if ph == "M":
+            assert e["name"] in ("process_name", "thread_name", "thread_sort_index"), e
+            continue
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, f"event {n}: bad ts {e['ts']!r}"
+        key = (e["pid"], e["tid"])
+        assert e["ts"] >= last_ts.get(key, 0), \
+            f"event {n}: time goes backwards on thread {e['tid']} ({last_ts[key]} -> {e['ts']})"
+        last_ts[key] = e["ts"]
+        if ph == "B":
+            depth[key] = depth.get(key, 0) + 1
+        elif ph == "E":
+            depth[key] = depth.get(key, 0) - 1
+            assert depth[key] >= 0, f"event {n}: E without a B on thread {e['tid']}"
+        elif ph == "i":
+            assert e["s"] in ("t", "p", "g"), f"event {n}: instant scope {e['s']!r}"
+        elif ph in ("s", "f"):
+            assert ph not in flows.setdefault(e["id"], {}), f"flow {e['id']}: two '{ph}' events"
+            flows[e["id"]][ph] = e
+    for key, d in depth.items():
+        assert d == 0, f"thread {key[1]}: {d} B event(s) never ended"
+    for fid, pair in flows.items():
+        assert set(pair) == {"s", "f"}, f"flow {fid}: only {sorted(pair)}"
+        assert pair["s"]["ts"] <= pair["f"]["ts"], f"flow {fid}: ends before it starts"
+    return events
+
+
+def test_validator_rejects_broken_traces(tmp_path):
+    bad = {
+        "unbalanced": [{"ph": "B", "name": "x", "ts": 1, "pid": 1, "tid": 1}],
+        "backwards": [{"ph": "i", "name": "a", "s": "t", "ts": 5, "pid": 1, "tid": 1},
+                      {"ph": "i", "name": "b", "s": "t", "ts": 4, "pid": 1, "tid": 1}],
+        "unpaired flow": [{"ph": "s", "name": "w", "cat": "wake", "id": 3, "ts": 1, "pid": 1, "tid": 1}],
+        "missing key": [{"ph": "B", "name": "x", "pid": 1, "tid": 1}],
+    }
+    for what, events in bad.items():
+        p = tmp_path / f"{what.replace(' ', '_')}.json"
+        p.write_text(json.dumps({"traceEvents": events}))
+        with pytest.raises(AssertionError):
+            validate(p)
+
+
+def test_three_tasks_trace_is_valid(three_tasks, tmp_path):
+    out = tmp_path / "t.json"
+    proc = run_example(three_tasks, out, [0])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    validate(out)
+
+
+def test_three_tasks_exact_event_sequence(three_tasks, tmp_path):
+    """Spawn 1 2 3; polls 1 2 3 1 2 3 1 2 3 1 2 3 on one thread; every poll
+    but each task's last holds exactly one wake of that task by itself, whose
+    arrow ends at the task's next poll; each last poll completes its task."""
+    out = tmp_path / "t.json"
+    proc = run_example(three_tasks, out, [0])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    events = [e for e in validate(out) if e["ph"] != "M"]
+    assert {e["tid"] for e in events} == {events[0]["tid"]}, "everything happens on the executor's thread"
+    spawns = [e["args"]["task"] for e in events if e["name"].startswith("spawn")]
+    assert spawns == [1, 2, 3]
+    first_poll = next(i for i, e in enumerate(events) if e["ph"] == "B" and e["cat"] == "poll")
+    assert all(not e["name"].startswith("spawn") for e in events[first_poll:]), "spawns come first"
+
+    # walk the polls: what happens inside each
+    polls, cur = [], None
+    for e in events[first_poll:]:
+        if e["ph"] == "B" and e["cat"] == "poll":
+            assert cur is None, "polls do not nest"
+            cur = {"task": e["args"]["task"], "wakes": [], "flow_in": None, "flow_out": [],
+                   "complete": False}
+        elif e["ph"] == "E" and e["cat"] == "poll":
+            polls.append(cur)
+            cur = None
+        elif cur is None:
+            pytest.fail(f"an event outside any poll: {e}")
+        elif e["ph"] == "B" and e["cat"] == "wake":
+            cur["wakes"].append((e["args"]["task"], e["args"]["source"], e["args"].get("by")))
+        elif e["ph"] == "f":
+            cur["flow_in"] = e["id"]
+        elif e["ph"] == "s":
+            cur["flow_out"].append(e["id"])
+        elif e["name"].startswith("complete"):
+            cur["complete"] = e["args"]["task"]
+    assert [p["task"] for p in polls] == [1, 2, 3] * 4
+    arrows = {}
+    for n, p in enumerate(polls):
+        k, last = p["task"], n >= 9
+        if last:
+            assert p["wakes"] == [] and p["complete"] == k, f"poll {n}: the last poll of task {k} completes it"
+        else:
+            assert p["wakes"] == [(k, "task", k)], f"poll {n}: one wake of task {k}, by itself: {p['wakes']}"
+            assert len(p["flow_out"]) == 1 and not p["complete"]
+            arrows[p["flow_out"][0]] = (k, n)
+        if n < 3:
+            assert p["flow_in"] is None, "a first poll has no wake arrow in"
+        else:
+            src_task, src_n = arrows.pop(p["flow_in"])
+            assert (src_task, src_n) == (k, n - 3), f"poll {n}: the arrow comes from task {k}'s previous poll"
+    assert not arrows
+
+
+def test_timer_storm_wakes_come_from_timers(timer_storm, tmp_path):
+    out = tmp_path / "t.json"
+    proc = run_example(timer_storm, out, [6, 2])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    events = validate(out)
+    wakes = [e for e in events if e["ph"] == "B" and e.get("cat") == "wake"]
+    assert len(wakes) == 12 and {w["args"]["source"] for w in wakes} == {"timer"}
+    assert sum(e["args"]["count"] for e in events if e["name"] == "timer fire") == 12
+    assert sum(1 for e in events if e["ph"] == "f") == 12, "each timer wake has its arrow"
+    assert any(e["name"] == "park" and e["ph"] == "B" for e in events)
+    assert any(e["name"] == "time driver" and e["ph"] == "B" for e in events)
+
+
+# ---- the stall lamp ----------------------------------------------------------------------
+
+def test_stall_lamp_fires_on_a_long_poll(three_tasks, tmp_path):
+    out = tmp_path / "t.json"
+    proc = run_example(three_tasks, out, [0, 20])
+    assert proc.returncode == 0, proc.stderr
+    lamps = [line for line in proc.stderr.splitlines() if line.startswith("trace: stall:")]
+    assert len(lamps) == 1, proc.stderr
+    assert "task 2" in lamps[0] and "three_tasks.c:" in lamps[0], lamps[0]
+    stalls = [e for e in validate(out) if e.get("cat") == "stall"]
+    assert len(stalls) == 1 and stalls[0]["args"]["task"] == 2 and stalls[0]["args"]["ms"] >= 19.9
+
+
+def test_stall_lamp_quiet_on_short_polls_and_threshold_from_env(three_tasks, tmp_path):
+    out = tmp_path / "t.json"
+    proc = run_example(three_tasks, out, [200, 0])
+    assert "stall" not in proc.stderr, proc.stderr
+    proc = run_example(three_tasks, out, [0, 20], env={"LAB_TRACE_STALL_MS": "50"})
+    assert "stall" not in proc.stderr, "a 20 ms poll is under a 50 ms threshold"
+
+
+def test_switched_off_at_run_time_writes_nothing(three_tasks, tmp_path):
+    out = tmp_path / "t.json"
+    proc = run_example(three_tasks, out, [0, 20], env={"LAB_TRACE": "0"})
+    assert proc.returncode == 0 and not out.exists() and "stall" not in proc.stderr
+
+
+# ---- zero cost when off; the hooks survive generation --------------------------------------
+
+def nm_symbols(tmp_path, tree, traced):
+    dirs = [ROOT / tree / s for s in ("01-signal", "02-block-on", "03-executor", "05-timer")]
+    incs = ["-iquote", str(ROOT / "common")]
+    for d in dirs:
+        incs += ["-iquote", str(d)]
+    syms = set()
+    srcs = [ROOT / "common" / c for c in ("waker.c", "wake_obj.c", "driver.c", "coop.c")]
+    srcs += [p for d in dirs for p in sorted(d.glob("*.c"))]
+    flags = ["-std=c11", "-O2", "-pthread", "-Wall", "-Wextra"] + (["-DLAB_TRACE"] if traced else [])
+    objs = [tmp_path / f"{src.parent.name}-{src.stem}-{int(traced)}.o" for src in srcs]
+    procs = [subprocess.Popen([CC, *flags, *incs, "-c", str(src), "-o", str(obj)])
+             for src, obj in zip(srcs, objs)]  # in parallel: a dozen compilers, a few seconds
+    assert all(p.wait() == 0 for p in procs)
+    out = subprocess.run(["nm", *map(str, objs)], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.strip() and not line.endswith(":"):
+            syms.add(line.split()[-1])
+    return syms
+
+
+def test_tracing_off_leaves_no_trace_symbol(tmp_path):
+    off = nm_symbols(tmp_path, "solutions", traced=False)
+    assert not [s for s in off if "trace" in s], sorted(s for s in off if "trace" in s)
+    on = nm_symbols(tmp_path, "solutions", traced=True)
+    for s in ("trace_poll_begin_", "trace_wake_begin_", "trace_park_begin_", "trace_source_begin",
+              "task_run_traced", "task_new_traced"):
+        assert s in on, f"{s} is not referenced with -DLAB_TRACE"
+
+
+def test_hooks_survive_skeleton_generation(tmp_path):
+    """The untouched skeleton builds traced (the wrappers are outside the
+    student regions), stops at its first TODO, and links the hooks."""
+    syms = set()
+    for stage, example in (("3", "three_tasks"), ("5", "timer_storm")):
+        st = lab_trace.find_stage(stage)
+        binary = lab_trace.build(st, ROOT / f"examples/{st.name}/{example}.c", "labs")
+        proc = run_example(binary, tmp_path / "t.json")
+        assert proc.returncode == 86, "the untouched skeleton stops at its first TODO"
+        out = subprocess.run(["nm", str(binary)], check=True, capture_output=True, text=True).stdout
+        syms |= {line.split()[-1] for line in out.splitlines() if line.strip()}
+    assert {"task_run_traced", "task_new_traced", "task_waker_wake_traced", "td_park_traced"} <= syms
+
+
+# ---- the renderer ------------------------------------------------------------------------
+
+def test_render_draws_a_png(three_tasks, tmp_path):
+    out = tmp_path / "t.json"
+    assert run_example(three_tasks, out, [50]).returncode == 0
+    png = tmp_path / "t.png"
+    proc = subprocess.run([sys.executable, str(ROOT / "grader/trace_render.py"), str(out), "-o", str(png)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    assert "12 polls, 9 wake arrows" in proc.stdout, proc.stdout
+
+
+def test_recorder_is_race_free_across_threads(tmp_path):
+    """Four threads record (wakes across threads, renames, parks) while the
+    main thread writes the file: no report from ThreadSanitizer, and the
+    file that is left is valid."""
+    binary = tmp_path / "threads"
+    src = ROOT / "grader/selftest/data/trace/threads.c"
+    subprocess.run([CC, "-std=c11", "-O1", "-g", "-pthread", "-fsanitize=thread", "-Wall", "-Wextra",
+                    "-Werror", "-DLAB_TRACE", "-iquote", str(ROOT / "common"), str(src),
+                    str(ROOT / "common/trace.c"), "-o", str(binary)], check=True)
+    out = tmp_path / "t.json"
+    proc = run_example(binary, out, env={"TSAN_OPTIONS": "halt_on_error=1 exitcode=66"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = validate(out)
+    names = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert {"worker 0", "worker 3", "main"} <= names
+    assert sum(1 for e in events if e["ph"] == "B" and e.get("cat") == "poll") == 4 * 3000

@@ -1,0 +1,619 @@
+/* reactor_test.c - the reactor and the I/O driver, below TCP: tokens,
+ * readiness and its tick, the two wakers, deregistration, the eventfd. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "stage06.h"
+
+LAB_SUITE(reactor, 10);
+LAB_SUITE(io_driver, 10);
+
+/* A reactor and an I/O driver, no executor: the test parks by hand. */
+struct bare {
+    struct reactor *r;
+    struct io_driver *io;
+    struct driver d;
+};
+
+static void bare_new(struct bare *b)
+{
+    b->r = reactor_new();
+    cr_assert_not_null(b->r, "reactor_new returned NULL");
+    b->io = io_driver_new(b->r);
+    cr_assert_not_null(b->io, "io_driver_new returned NULL");
+    b->d = io_driver_driver(b->io);
+}
+
+static void bare_free(struct bare *b)
+{
+    struct reactor_stats st = reactor_test_stats(b->r);
+    cr_assert_eq(st.registrations, 0, "%zu registrations left after every one was deregistered", st.registrations);
+    io_driver_free(b->io);
+    reactor_free(b->r);
+}
+
+static struct io_reg *reg_of(struct reactor *r, int fd)
+{
+    struct io_reg *reg = NULL;
+    int e = reactor_register(r, fd, &reg);
+    cr_assert_eq(e, 0, "reactor_register failed: %s", strerror(-e));
+    cr_assert_not_null(reg, "reactor_register returned 0 without a registration");
+    return reg;
+}
+
+/* Parks (50 ms at most) until the waker was woken `n` times; up to 5 parks. */
+static void park_until_woken(struct bare *b, struct counting_waker *cw, unsigned n)
+{
+    for (int i = 0; i < 5 && counting_waker_woken(cw) < n; i++)
+        driver_park(b->d, (int64_t)(50 * MS_NS));
+}
+
+/* ---- the token ------------------------------------------------------------------ */
+
+/* Close a registered descriptor, open another that gets the same number and
+ * (LIFO slab) the same slot, then deliver an event carrying the old token,
+ * as an epoll_wait queued before the close would: nothing is woken. */
+LAB_TEST(reactor, stale_token_after_fd_reuse, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    int a[2];
+    nb_socketpair(a);
+    struct io_reg *old = reg_of(b.r, a[0]);
+    uint64_t stale = reactor_test_token(old);
+    int oldfd = a[0];
+    reactor_deregister(b.r, old);
+    close(a[0]);
+    close(a[1]);
+
+    int c[2];
+    nb_socketpair(c);
+    struct io_reg *reg = reg_of(b.r, c[0]);
+    uint64_t fresh = reactor_test_token(reg);
+    lab_note("old fd %d token %#llx, new fd %d token %#llx", oldfd, (unsigned long long)stale, c[0],
+             (unsigned long long)fresh);
+    cr_assert_neq(fresh, stale, "a new registration got the very token of a deregistered one (%#llx): a queued "
+                  "event for the old descriptor would wake the new one; the token needs a generation",
+                  (unsigned long long)fresh);
+
+    struct counting_waker *cw = counting_waker_new("reader");
+    struct waker wk = counting_waker_get(cw);
+    struct context cx = context_from_waker(&wk);
+    struct io_ready ev;
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev), POLL_PENDING, "a fresh socket with nothing to read "
+                 "was read-ready");
+    struct epoll_event old_event = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = stale };
+    reactor_dispatch(b.r, &old_event, 1);
+    cr_assert_eq(counting_waker_woken(cw), 0, "an event carrying the token of a closed descriptor woke the reader "
+                 "of the descriptor that reused its number and slot");
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev), POLL_PENDING, "an event with a stale token made the "
+                 "new registration read-ready");
+    cr_assert_eq(reactor_test_stats(b.r).stale, 1, "the stale event was not counted as stale (stats.stale %llu)",
+                 (unsigned long long)reactor_test_stats(b.r).stale);
+
+    /* the new registration still works: real data wakes it */
+    cr_assert(write(c[1], "x", 1) == 1, "write failed in the test itself");
+    park_until_woken(&b, cw, 1);
+    cr_assert_eq(counting_waker_woken(cw), 1, "data on the new descriptor did not wake its reader");
+    reactor_deregister(b.r, reg);
+    close(c[0]);
+    close(c[1]);
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "a waker reference leaked: %ld live",
+                 counting_waker_counts(cw).live);
+    counting_waker_free(cw);
+    bare_free(&b);
+}
+
+/* Many registrations: every live token is distinct; reusing slots never
+ * reissues a token. */
+LAB_TEST(reactor, tokens_never_repeat, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    enum { N = 64, ROUNDS = 20 };
+    uint64_t seen[N * ROUNDS];
+    size_t k = 0;
+    int fds[N][2];
+    struct io_reg *regs[N];
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < N; i++) {
+            nb_socketpair(fds[i]);
+            regs[i] = reg_of(b.r, fds[i][0]);
+            seen[k++] = reactor_test_token(regs[i]);
+            cr_assert_neq(seen[k - 1], REACTOR_TOKEN_WAKE, "a registration got the eventfd's token");
+        }
+        for (int i = 0; i < N; i++) {
+            reactor_deregister(b.r, regs[i]);
+            close(fds[i][0]);
+            close(fds[i][1]);
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        for (size_t j = i + 1; j < k; j++)
+            cr_assert_neq(seen[i], seen[j], "token %#llx was handed out twice (registrations %zu and %zu): a stale "
+                          "event could wake a later owner", (unsigned long long)seen[i], i, j);
+    bare_free(&b);
+}
+
+/* ---- readiness and its tick --------------------------------------------------------- */
+
+/* An edge that is dispatched while the reader is in its syscall (after it
+ * saw readiness, before it clears it on EAGAIN) must survive the clear. */
+LAB_TEST(reactor, edge_during_syscall_is_kept, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    struct io_reg *reg = reg_of(b.r, sv[0]);
+    struct counting_waker *cw = counting_waker_new("reader");
+    struct waker wk = counting_waker_get(cw);
+    struct context cx = context_from_waker(&wk);
+    struct io_ready ev, ev2;
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev), POLL_PENDING, "read-ready with nothing sent");
+    cr_assert(write(sv[1], "a", 1) == 1, "write failed in the test itself");
+    park_until_woken(&b, cw, 1);
+    cr_assert_eq(counting_waker_woken(cw), 1, "a byte sent did not wake the registered reader");
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev), POLL_READY, "woken for a byte, but not read-ready");
+    cr_assert(ev.bits & IO_READABLE, "read-ready without IO_READABLE (bits %#x)", ev.bits);
+
+    /* the reader's syscall: it drains the byte ... */
+    char buf[8];
+    cr_assert_eq(read(sv[0], buf, sizeof buf), 1, "the byte was not there");
+    /* ... and while it is in there, a new byte and a new edge arrive and are dispatched */
+    cr_assert(write(sv[1], "b", 1) == 1, "write failed in the test itself");
+    for (int i = 0; i < 5; i++) {
+        driver_park(b.d, (int64_t)(20 * MS_NS));
+        if (reactor_test_stats(b.r).events >= 2)
+            break;
+    }
+    cr_assert_geq(reactor_test_stats(b.r).events, 2, "the second byte's edge was never dispatched");
+    /* the syscall "returned EAGAIN" (in the reader's view of the past): it clears what it saw */
+    reactor_clear_ready(reg, ev);
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev2), POLL_READY, "an edge dispatched during the syscall "
+                 "was lost: clear_ready must clear only the readiness of the snapshot's tick, not a newer edge "
+                 "(the reader now waits forever with a byte in the socket)");
+    cr_assert_eq(read(sv[0], buf, sizeof buf), 1, "the second byte was not there");
+    cr_assert(read(sv[0], buf, sizeof buf) < 0 && errno == EAGAIN, "the socket was not drained");
+    reactor_clear_ready(reg, ev2);
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev2), POLL_PENDING, "readiness was not cleared by "
+                 "clear_ready with the current snapshot after EAGAIN");
+    reactor_deregister(b.r, reg);
+    close(sv[0]);
+    close(sv[1]);
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "a waker reference leaked");
+    counting_waker_free(cw);
+    bare_free(&b);
+}
+
+/* Clearing the read direction leaves writable alone, and hang-up stays. */
+LAB_TEST(reactor, clear_only_what_was_seen, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    struct io_reg *reg = reg_of(b.r, sv[0]);
+    struct counting_waker *cw = counting_waker_new("task");
+    struct waker wk = counting_waker_get(cw);
+    struct context cx = context_from_waker(&wk);
+    cr_assert(write(sv[1], "a", 1) == 1, "write failed in the test itself");
+    driver_park(b.d, (int64_t)(50 * MS_NS));
+    struct io_ready rd, wr;
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &rd), POLL_READY, "not read-ready with a byte waiting");
+    cr_assert_eq(reactor_poll_ready(reg, IO_WRITE, &cx, &wr), POLL_READY, "a fresh socket was not write-ready");
+    char c;
+    cr_assert_eq(read(sv[0], &c, 1), 1, "the byte was not there");
+    reactor_clear_ready(reg, rd);
+    cr_assert_eq(reactor_poll_ready(reg, IO_WRITE, &cx, &wr), POLL_READY, "clearing the read direction cleared "
+                 "writable too");
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &rd), POLL_PENDING, "read readiness survived its clear");
+    /* the peer hangs up: read-ready for good, even after a clear */
+    close(sv[1]);
+    park_until_woken(&b, cw, 1);
+    cr_assert_eq(counting_waker_woken(cw), 1, "the peer's hang-up did not wake the reader");
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &rd), POLL_READY, "a hung-up socket was not read-ready");
+    cr_assert(rd.bits & IO_HUP, "a hang-up without IO_HUP (bits %#x)", rd.bits);
+    reactor_clear_ready(reg, rd);
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &rd), POLL_READY, "clear_ready cleared a hang-up: hang-up "
+                 "is final, a reader must keep seeing it");
+    reactor_deregister(b.r, reg);
+    close(sv[0]);
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "a waker reference leaked");
+    counting_waker_free(cw);
+    bare_free(&b);
+}
+
+/* ---- one waker per direction -------------------------------------------------------- */
+
+/* Fills the socket until send says EAGAIN, clearing write readiness. */
+static void fill(struct io_reg *reg, int fd, struct context *cx)
+{
+    static char junk[65536];
+    struct io_ready ev;
+    for (int i = 0; i < 100000; i++) {
+        if (reactor_poll_ready(reg, IO_WRITE, cx, &ev) == POLL_PENDING)
+            return;
+        if (send(fd, junk, sizeof junk, MSG_NOSIGNAL) < 0) {
+            cr_assert(errno == EAGAIN, "send failed in the test itself: %s", strerror(errno));
+            reactor_clear_ready(reg, ev);
+        }
+    }
+    cr_assert_fail("the socket never filled: write readiness is never cleared on EAGAIN");
+}
+
+/* One socket, its registration, a reader's and a writer's counting waker. */
+struct duo {
+    struct bare b;
+    int sv[2];
+    struct io_reg *reg;
+    struct counting_waker *rw, *ww;
+    struct waker rk, wk;
+    struct context rcx, wcx;
+};
+
+static void duo_new(struct duo *d)
+{
+    bare_new(&d->b);
+    nb_socketpair(d->sv);
+    d->reg = reg_of(d->b.r, d->sv[0]);
+    d->rw = counting_waker_new("reader");
+    d->ww = counting_waker_new("writer");
+    d->rk = counting_waker_get(d->rw);
+    d->wk = counting_waker_get(d->ww);
+    d->rcx = context_from_waker(&d->rk);
+    d->wcx = context_from_waker(&d->wk);
+    driver_park(d->b.d, 0); /* the initial writable edge */
+}
+
+static void duo_free(struct duo *d)
+{
+    reactor_deregister(d->b.r, d->reg);
+    close(d->sv[0]);
+    close(d->sv[1]);
+    cr_assert_eq(counting_waker_counts(d->rw).live, 1, "a reader waker reference leaked");
+    cr_assert_eq(counting_waker_counts(d->ww).live, 1, "a writer waker reference leaked");
+    counting_waker_free(d->rw);
+    counting_waker_free(d->ww);
+    bare_free(&d->b);
+}
+
+/* A reader and a writer wait on one socket: data wakes the reader only,
+ * room to write wakes the writer only. */
+LAB_TEST(reactor, read_and_write_wake_independently, 5)
+{
+    struct duo d;
+    duo_new(&d);
+    fill(d.reg, d.sv[0], &d.wcx);
+    struct io_ready ev;
+    cr_assert_eq(reactor_poll_ready(d.reg, IO_WRITE, &d.wcx, &ev), POLL_PENDING, "a full socket was write-ready");
+    cr_assert_eq(reactor_poll_ready(d.reg, IO_READ, &d.rcx, &ev), POLL_PENDING, "read-ready with nothing sent");
+
+    cr_assert(write(d.sv[1], "x", 1) == 1, "write failed in the test itself");
+    park_until_woken(&d.b, d.rw, 1);
+    cr_assert_eq(counting_waker_woken(d.rw), 1, "a byte arrived, the reader was woken %u times; expected 1",
+                 counting_waker_woken(d.rw));
+    cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken: only readable came");
+
+    /* the peer drains everything: room to write */
+    static char sink[65536];
+    while (read(d.sv[1], sink, sizeof sink) > 0)
+        ;
+    park_until_woken(&d.b, d.ww, 1);
+    cr_assert_eq(counting_waker_woken(d.ww), 1, "the peer made room and the writer was woken %u times; expected 1 "
+                 "(with one waker slot shared by both directions, the reader's registration replaced it)",
+                 counting_waker_woken(d.ww));
+    cr_assert_eq(counting_waker_woken(d.rw), 1, "room to write woke the reader again");
+    duo_free(&d);
+}
+
+/* The same, the other way round: the writer registers last. */
+LAB_TEST(reactor, writer_registered_last, 5)
+{
+    struct duo d;
+    duo_new(&d);
+    struct io_ready ev;
+    cr_assert_eq(reactor_poll_ready(d.reg, IO_READ, &d.rcx, &ev), POLL_PENDING, "read-ready with nothing sent");
+    fill(d.reg, d.sv[0], &d.wcx);
+    cr_assert(write(d.sv[1], "x", 1) == 1, "write failed in the test itself");
+    park_until_woken(&d.b, d.rw, 1);
+    cr_assert_eq(counting_waker_woken(d.rw), 1, "a byte arrived, the reader (registered first) was woken %u times; "
+                 "expected 1: the writer's registration must not replace the reader's waker",
+                 counting_waker_woken(d.rw));
+    cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken");
+    duo_free(&d);
+}
+
+/* ---- deregistration -------------------------------------------------------------------- */
+
+/* Deregistering drops both wakers at once, and later events for the
+ * descriptor wake nobody. */
+LAB_TEST(reactor, deregister_drops_wakers, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    struct io_reg *reg = reg_of(b.r, sv[0]);
+    struct counting_waker *cw = counting_waker_new("reader");
+    struct waker wk = counting_waker_get(cw);
+    struct context cx = context_from_waker(&wk);
+    struct io_ready ev;
+    cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev), POLL_PENDING, "read-ready with nothing sent");
+    cr_assert_eq(counting_waker_counts(cw).live, 2, "a Pending poll_ready did not keep a clone of the waker");
+    reactor_deregister(b.r, reg);
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "deregister kept the reader's waker (%ld live): it must drop it "
+                 "at once", counting_waker_counts(cw).live);
+    cr_assert_eq(reactor_test_stats(b.r).registrations, 0, "deregister left the registration counted");
+    close(sv[0]);
+    close(sv[1]);
+    counting_waker_free(cw);
+    bare_free(&b);
+}
+
+/* ---- the I/O driver ---------------------------------------------------------------------- */
+
+struct parked {
+    struct bare *b;
+    atomic_bool returned;
+    atomic_uint_fast64_t at;
+};
+
+static void *park_forever(void *arg)
+{
+    struct parked *p = arg;
+    driver_park(p->b->d, DRIVER_PARK_FOREVER);
+    atomic_store_explicit(&p->at, monotonic_ns(), memory_order_relaxed); /* published by the release below */
+    atomic_store_explicit(&p->returned, true, memory_order_release);  /* pairs with the test's acquire loads */
+    return NULL;
+}
+
+/* A thread parked in epoll_wait with no timeout; another thread unparks it:
+ * it returns within a few ms (the eventfd). If it has not returned after
+ * 2 s, the test makes a socket readable so that it does, and fails. */
+LAB_TEST(io_driver, unpark_interrupts_untimed_wait, 10)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    struct io_reg *reg = reg_of(b.r, sv[0]);
+    driver_park(b.d, 0); /* the socket's initial edge, out of the way */
+    uint64_t worst = 0;
+    for (int round = 0; round < 3; round++) {
+        struct parked p = { .b = &b };
+        atomic_init(&p.returned, false);
+        atomic_init(&p.at, 0);
+        pthread_t th;
+        pthread_create(&th, NULL, park_forever, &p);
+        lab_sleep_ms(30); /* the thread is in epoll_wait by now (or about to be: the state word) */
+        uint64_t t0 = monotonic_ns();
+        driver_unpark(b.d);
+        uint64_t deadline = t0 + 2000 * MS_NS;
+        while (!atomic_load_explicit(&p.returned, memory_order_acquire) && monotonic_ns() < deadline)
+            lab_sleep_ms(1);
+        bool in_time = atomic_load_explicit(&p.returned, memory_order_acquire);
+        if (!in_time)
+            cr_assert(write(sv[1], "x", 1) == 1, "write failed in the test itself"); /* let it out */
+        pthread_join(th, NULL);
+        cr_assert(in_time, "a thread parked in epoll_wait with no timeout was still parked 2 s after another thread "
+                  "unparked it (it returned only when a socket became readable): unpark must write the eventfd "
+                  "that sits in the same epoll set");
+        uint64_t lat = atomic_load_explicit(&p.at, memory_order_relaxed) - t0;
+        if (lat > worst)
+            worst = lat;
+    }
+    lab_note("unpark to return, worst of 3: %.3f ms", worst / 1e6);
+    cr_assert_lt(worst, 500 * MS_NS * LAB_TIMEOUT_SCALE, "the parked thread returned %.1f ms after the unpark; "
+                 "expected a few ms", worst / 1e6);
+    cr_assert_geq(io_driver_test_eventfd_writes(b.io), 1, "no eventfd write was counted for an unpark of a "
+                  "parked driver");
+    reactor_deregister(b.r, reg);
+    close(sv[0]);
+    close(sv[1]);
+    bare_free(&b);
+}
+
+/* An unpark before the park is the token: the next park returns at once. */
+LAB_TEST(io_driver, unpark_before_park_is_kept, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    driver_unpark(b.d);
+    driver_unpark(b.d);
+    uint64_t t0 = monotonic_ns();
+    bool token = driver_park(b.d, (int64_t)(2000 * MS_NS));
+    uint64_t took = monotonic_ns() - t0;
+    cr_assert(token, "park after an unpark did not report the token");
+    cr_assert_lt(took, 500 * MS_NS, "park after an unpark waited %.1f ms: the token must make it return at once",
+                 took / 1e6);
+    /* two unparks are one token: the next park waits its timeout */
+    t0 = monotonic_ns();
+    token = driver_park(b.d, (int64_t)(30 * MS_NS));
+    took = monotonic_ns() - t0;
+    cr_assert_not(token, "two unparks gave two tokens");
+    cr_assert_geq(took, 29 * MS_NS, "park(30 ms) with no token returned after %.1f ms", took / 1e6);
+    bare_free(&b);
+}
+
+/* A thread with nothing to do costs nothing: a 200 ms park is one
+ * epoll_wait and almost no CPU; a sub-ms timeout is not a 0 ms spin. */
+LAB_TEST(io_driver, park_sleeps_in_epoll_wait, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    uint64_t c0 = thread_cpu_ns(), t0 = monotonic_ns();
+    driver_park(b.d, (int64_t)(200 * MS_NS));
+    uint64_t cpu = thread_cpu_ns() - c0, took = monotonic_ns() - t0;
+    cr_assert_geq(took, 199 * MS_NS, "park(200 ms) returned after %.1f ms", took / 1e6);
+    cr_assert_lt(cpu, 20 * MS_NS * LAB_TIMEOUT_SCALE, "park(200 ms) cost %.1f ms of CPU: it must sleep in "
+                 "epoll_wait", cpu / 1e6);
+    uint64_t w0 = io_driver_test_waits(b.io);
+    t0 = monotonic_ns();
+    driver_park(b.d, 300000); /* 0.3 ms */
+    took = monotonic_ns() - t0;
+    cr_assert_eq(io_driver_test_waits(b.io) - w0, 1, "one park made %llu epoll_wait calls",
+                 (unsigned long long)(io_driver_test_waits(b.io) - w0));
+    cr_assert_geq(took, 300000, "park(0.3 ms) returned after %llu ns: a sub-ms timeout was rounded down to a "
+                  "0 ms wait (a spin for its caller)", (unsigned long long)took);
+    bare_free(&b);
+}
+
+/* The time driver on top: a sleep and a socket share one park. The reader is
+ * woken by its data at ~20 ms, the sleep fires at 150 ms, and the thread
+ * parks in between. */
+struct sleeper {
+    struct sleep sl;
+    uint64_t *at;
+};
+
+static enum poll sleeper_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct sleeper *s = self;
+    if (sleep_poll(&s->sl, cx) == POLL_PENDING)
+        return POLL_PENDING;
+    *s->at = monotonic_ns();
+    return POLL_READY;
+}
+static void sleeper_drop(void *self) { sleep_drop(&((struct sleeper *)self)->sl); }
+static const struct future_vtable sleeper_vt = FUTURE_VTABLE_INIT(struct sleeper, 0, sleeper_poll, sleeper_drop);
+
+struct byte_reader {
+    struct tcp_stream *st;
+    uint64_t *at;
+    ssize_t *got;
+};
+
+static enum poll byte_reader_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct byte_reader *br = self;
+    char c;
+    if (tcp_stream_poll_read(br->st, cx, &c, 1, br->got) == POLL_PENDING)
+        return POLL_PENDING;
+    *br->at = monotonic_ns();
+    return POLL_READY;
+}
+static const struct future_vtable byte_reader_vt = FUTURE_VTABLE_INIT(struct byte_reader, 0, byte_reader_poll, NULL);
+
+LAB_TEST(io_driver, timers_and_io_share_one_park, 10)
+{
+    struct iostack s;
+    iostack_new(&s);
+    struct conn c;
+    conn_new(&s, &c);
+
+    uint64_t start = monotonic_ns(), slept_at = 0, read_at = 0;
+    struct sleeper sl = { .sl = sleep_for(s.td, 150 * MS_NS), .at = &slept_at };
+    ssize_t got = 0;
+    struct byte_reader br = { .st = c.st, .at = &read_at, .got = &got };
+    uint64_t w0 = io_driver_test_waits(s.io), c0 = thread_cpu_ns();
+    iostack_spawn(&s, future_of(&sleeper_vt, &sl));
+    iostack_spawn(&s, future_of(&byte_reader_vt, &br));
+    struct delayed ds = { .fd = c.peer, .ms = 20, .msg = "z", .end = PEER_KEEP };
+    pthread_t th;
+    pthread_create(&th, NULL, delayed_peer, &ds);
+    iostack_run(&s);
+    pthread_join(th, NULL);
+    uint64_t cpu = thread_cpu_ns() - c0, waits = io_driver_test_waits(s.io) - w0;
+    lab_note("byte at +%.1f ms, sleep at +%.1f ms, %llu epoll_waits, %.2f ms CPU", (read_at - start) / 1e6,
+             (slept_at - start) / 1e6, (unsigned long long)waits, cpu / 1e6);
+    cr_assert_eq(got, 1, "the reader got %zd instead of one byte", got);
+    cr_assert_lt(read_at, slept_at, "the byte sent at 20 ms was read only after the 150 ms sleep fired: I/O must "
+                 "wake the park, not wait for the timer");
+    cr_assert_geq(slept_at - start, 150 * MS_NS, "a 150 ms sleep finished early, at %.1f ms",
+                  (slept_at - start) / 1e6);
+    cr_assert_leq(waits, 12, "%llu epoll_wait calls for one byte and one 150 ms sleep: the park timeout must be "
+                  "the next timer's expiration", (unsigned long long)waits);
+    cr_assert_lt(cpu, 30 * MS_NS * LAB_TIMEOUT_SCALE, "waiting 150 ms cost %.1f ms of CPU", cpu / 1e6);
+    conn_free(&c);
+    iostack_free(&s);
+}
+
+/* ---- a registration polled on one thread, dispatched on another ---------------------- */
+
+struct owner {
+    struct driver d;
+    atomic_bool stop;
+};
+
+static void *owner_loop(void *arg)
+{
+    struct owner *o = arg;
+    while (!atomic_load_explicit(&o->stop, memory_order_acquire)) /* pairs with the test's release store */
+        driver_park(o->d, (int64_t)(5 * MS_NS));
+    return NULL;
+}
+
+/* One thread parks and dispatches; the test thread polls, reads, clears and
+ * drops wakers on the same registration, while bytes arrive before or after
+ * its registration at random, and unparks the parked thread now and then
+ * (as a wake of a task from another thread would). Every byte must wake the
+ * reader (a lost wake fails after 2 s), and no access may race (TSan). */
+LAB_TEST(reactor, poll_on_another_thread, 20)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    struct io_reg *reg = reg_of(b.r, sv[0]);
+    struct owner o = { .d = b.d };
+    atomic_init(&o.stop, false);
+    pthread_t th;
+    pthread_create(&th, NULL, owner_loop, &o);
+    struct notify_waker *nw = notify_waker_new();
+    struct waker wk = notify_waker_get(nw);
+    struct context cx = context_from_waker(&wk);
+    uint64_t rng = lab_seed();
+    unsigned n = lab_scale(300, 30);
+    for (unsigned i = 0; i < n; i++) {
+        bool sent = false;
+        if (lab_rand(&rng) % 2) {
+            cr_assert(write(sv[1], "x", 1) == 1, "write failed in the test itself");
+            sent = true;
+            if (lab_rand(&rng) % 2)
+                driver_unpark(b.d); /* a wake from here too, as a remote task wake would */
+        }
+        unsigned got = 0;
+        while (got == 0) {
+            struct io_ready ev;
+            if (reactor_poll_ready(reg, IO_READ, &cx, &ev) == POLL_PENDING) {
+                if (!sent) {
+                    cr_assert(write(sv[1], "x", 1) == 1, "write failed in the test itself");
+                    sent = true;
+                    if (lab_rand(&rng) % 2)
+                        driver_unpark(b.d);
+                }
+                cr_assert(notify_waker_wait(nw, 2000), "byte %u: the reader registered and was never woken, "
+                          "though a byte arrived and another thread was dispatching", i);
+                continue;
+            }
+            char buf[4];
+            ssize_t k = read(sv[0], buf, sizeof buf);
+            if (k > 0)
+                got += (unsigned)k;
+            else if (k < 0 && errno == EAGAIN)
+                reactor_clear_ready(reg, ev);
+            else
+                cr_assert_fail("read failed in the test itself");
+        }
+        if (lab_rand(&rng) % 4 == 0)
+            reactor_drop_waker(reg, IO_READ);
+        notify_waker_wait(nw, 0); /* a wake left over from a byte read at once */
+    }
+    atomic_store_explicit(&o.stop, true, memory_order_release); /* pairs with the owner's acquire load */
+    driver_unpark(b.d);
+    pthread_join(th, NULL);
+    reactor_deregister(b.r, reg);
+    close(sv[0]);
+    close(sv[1]);
+    waker_drop(&wk);
+    notify_waker_release(nw);
+    bare_free(&b);
+}

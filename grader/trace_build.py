@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Build a stage's example with tracing on, run it, keep its trace (`make trace`).
+
+    trace_build.py --stage 3 [--example three_tasks] [--target labs] [--out trace.json]
+             [--render trace.png] [--build-only] [-- example arguments]
+
+The example is examples/NN-name/<example>.c. It is compiled with -DLAB_TRACE
+together with the target tree's files of that stage and of the stages it
+stands on (the rubric's `uses`, as the grader does), common/ and
+common/trace.c, then run with LAB_TRACE_FILE pointing at --out. Open the file
+at https://ui.perfetto.dev (or chrome://tracing), or draw it with
+grader/trace_render.py (--render does both in one go). docs/tracing.md.
+
+Only the Python standard library; the binary goes to build/trace/.
+"""
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "grader"))
+
+from lab_grader import rubric  # noqa: E402
+
+COMMON = ["waker.c", "wake_obj.c", "driver.c", "coop.c", "lab_todo.c", "trace.c"]
+CC = os.environ.get("CC", "gcc")
+
+
+def find_stage(spec):
+    stages = {s.name: s for s in rubric.load_all(ROOT / "grader" / "rubric")}
+    spec = str(spec).strip()
+    for name in stages:
+        num = name.split("-", 1)[0]
+        if spec in (name, num) or (spec.isdigit() and int(spec) == int(num)):
+            return stages[name]
+    sys.exit(f"trace: no stage {spec!r} (stages: {', '.join(sorted(stages))})")
+
+
+def examples_of(stage):
+    return sorted((ROOT / "examples" / stage).glob("*.c"))
+
+
+def rel(path):
+    try:
+        return str(pathlib.Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def build(stage, example, target, extra_flags=()):
+    """Compiles the traced example; returns the binary's path."""
+    tree = (ROOT / target) if not pathlib.Path(target).is_absolute() else pathlib.Path(target)
+    dirs = [tree / s for s in [*stage.uses, stage.name]]
+    for d in dirs:
+        if not d.is_dir():
+            sys.exit(f"trace: {d} is missing")
+    srcs = [ROOT / "common" / c for c in COMMON]
+    for d in dirs:
+        srcs += sorted(d.glob("*.c"))
+    srcs.append(example)
+    out_dir = ROOT / "build" / "trace"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    binary = out_dir / f"{tree.name}-{stage.name}-{example.stem}"
+    flags = ["-std=c11", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-DLAB_TRACE", *extra_flags]
+    if tree.resolve() == (ROOT / "solutions").resolve():
+        flags.append("-Werror")  # the reference builds without a warning, traced or not
+    incs = ["-iquote", str(ROOT / "common")]
+    for d in dirs:
+        incs += ["-iquote", str(d)]
+    # paths relative to the top where they can be: __FILE__, and so the
+    # spawn sites in the trace, read examples/03-executor/three_tasks.c.
+    # One compiler per file, all at once, then the link.
+    obj_dir = out_dir / f"obj-{binary.name}"
+    obj_dir.mkdir(exist_ok=True)
+    objs = [obj_dir / f"{i:02d}-{s.stem}.o" for i, s in enumerate(srcs)]
+    procs = [subprocess.Popen([CC, *flags, *incs, "-c", rel(s), "-o", str(o)], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for s, o in zip(srcs, objs)]
+    logs = [(p.communicate()[0], p.returncode) for p in procs]
+    said = "".join(out for out, _ in logs)
+    if said.strip():
+        sys.stderr.write(said)
+    if any(rc != 0 for _, rc in logs):
+        sys.exit(f"trace: {example.name} did not build against {tree}")
+    proc = subprocess.run([CC, *flags, *map(str, objs), "-o", str(binary)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        sys.exit(f"trace: {example.name} did not link against {tree}")
+    return binary
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stage", required=True)
+    ap.add_argument("--example", default="")
+    ap.add_argument("--target", default="labs")
+    ap.add_argument("--out", default="trace.json")
+    ap.add_argument("--render", default="", help="also draw the trace to this PNG/SVG")
+    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("args", nargs="*", help="arguments for the example")
+    a = ap.parse_args(argv)
+    stage = find_stage(a.stage)
+    found = examples_of(stage.name)
+    if not found:
+        sys.exit(f"trace: stage {stage.name} has no example yet (examples/{stage.name}/)")
+    if a.example:
+        match = [e for e in found if e.stem == a.example.removesuffix(".c")]
+        if not match:
+            sys.exit(f"trace: no example {a.example!r} in examples/{stage.name}/ "
+                     f"(there: {', '.join(e.stem for e in found)})")
+        example = match[0]
+    else:
+        example = found[0]
+    binary = build(stage, example, a.target)
+    if a.build_only:
+        print(binary)
+        return 0
+    out = pathlib.Path(a.out).resolve()
+    env = dict(os.environ, LAB_TRACE_FILE=str(out))
+    rc = subprocess.run([str(binary), *a.args], env=env).returncode
+    if rc == 86:
+        print(f"trace: {example.stem} stopped at a TODO in {a.target} (above): "
+              f"tracing needs a stage that runs", file=sys.stderr)
+    if not out.exists():
+        sys.exit(f"trace: {example.stem} exited with {rc} and wrote no trace")
+    print(f"trace: wrote {out} ({example.stem} on {a.target}, exit status {rc})")
+    print("       open it at https://ui.perfetto.dev, or draw it: "
+          f"python3 grader/trace_render.py {a.out} -o trace.png")
+    if a.render:
+        r = subprocess.run([sys.executable, str(ROOT / "grader" / "trace_render.py"), str(out),
+                            "-o", a.render])
+        if r.returncode != 0:
+            return r.returncode
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+/* io_driver.c - stage 06: park = epoll_wait, unpark = write an eventfd.
+ *
+ * The state word (Tokio's park.rs has the same three states):
+ *
+ *     EMPTY ----park----> PARKED ----epoll_wait returns----> EMPTY
+ *       ^                   |
+ *       |                 unpark: swap to NOTIFIED, and write the eventfd
+ *       |                   v      because the owner is (or will be) in epoll_wait
+ *       +----park------ NOTIFIED <----unpark (not parked): no syscall
+ *
+ * An unpark is an unconditional swap to NOTIFIED; only the thread that swaps
+ * PARKED away writes the eventfd. If that write lands before the owner
+ * enters epoll_wait, the eventfd is readable by then and epoll_wait returns
+ * at once: the write is the token, in the kernel.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "io_driver.h"
+#include "lab_todo.h"
+
+enum { EMPTY = 0, PARKED = 1, NOTIFIED = 2 };
+#define IO_EVENTS 256
+
+struct io_driver {
+    struct reactor *r;
+    int todo_your_fields_here; /* TODO: the eventfd; the state word; the counters of the test hooks (docs/06-reactor.md#the-io-driver) */
+};
+
+
+static bool io_park(void *self, int64_t timeout_ns)
+{
+    (void)self;
+    (void)timeout_ns;
+    LAB_TODO("a token there: consume it, return true; else PARKED, epoll_wait, EMPTY again (a NOTIFIED found then is the token), dispatch, and drain the eventfd if its token came (docs/06-reactor.md#the-io-driver)");
+}
+
+static void io_unpark(void *self)
+{
+    (void)self;
+    LAB_TODO("swap NOTIFIED in; if the owner was PARKED, write the eventfd (docs/06-reactor.md#the-io-driver)");
+}
+
+static uint64_t io_now(void *self)
+{
+    (void)self;
+    return driver_monotonic_ns();
+}
+
+static const struct driver_vtable io_vtable = { .park = io_park, .unpark = io_unpark, .now = io_now };
+
+struct io_driver *io_driver_new(struct reactor *r)
+{
+    struct io_driver *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->r = r;
+    (void)r;
+    LAB_TODO("a non-blocking eventfd, added to r's epoll set with the token REACTOR_TOKEN_WAKE; the state EMPTY (docs/06-reactor.md#the-io-driver)");
+    return d;
+}
+
+void io_driver_free(struct io_driver *d)
+{
+    if (!d)
+        return;
+    (void)d;
+    LAB_TODO("out of the epoll set, then close the eventfd (docs/06-reactor.md#the-io-driver)");
+    free(d);
+}
+
+struct driver io_driver_driver(struct io_driver *d)
+{
+    return (struct driver){ .vtable = &io_vtable, .self = d };
+}
+
+uint64_t io_driver_test_waits(struct io_driver *d)
+{
+    (void)d;
+    LAB_TODO("the epoll_wait count (docs/06-reactor.md#test-hooks)");
+}
+
+uint64_t io_driver_test_eventfd_writes(struct io_driver *d)
+{
+    (void)d;
+    LAB_TODO("the eventfd write count (docs/06-reactor.md#test-hooks)");
+}

@@ -1,0 +1,140 @@
+/* reactor.c - stage 06: the slab of registrations, readiness, dispatch.
+ *
+ * One mutex, `lock`, protects the slab (the pages, the free list, every
+ * slot's fd, generation and `live` flag) and every slot's two wakers. The
+ * readiness word of a slot is an atomic: dispatch sets bits in it under the
+ * lock; poll_ready reads it without the lock first (the fast path: ready
+ * already) and again under the lock before it stores a waker; clear_ready
+ * clears bits with a compare-and-swap, without the lock.
+ *
+ *     readiness word:  bits 0-7   IO_READABLE | IO_WRITABLE | IO_HUP | IO_ERROR
+ *                      bits 32-63 the tick: the dispatch turn that last set bits
+ *
+ * Why poll_ready cannot miss an event: dispatch sets the bits and takes the
+ * wakers in one critical section. A poll that locks after it sees the bits;
+ * a poll that locked before it stored its waker first, and dispatch takes it.
+ *
+ * Why clear_ready cannot lose an edge: it clears only if the word still
+ * carries the tick the caller saw before its syscall. A dispatch in between
+ * wrote a new tick, the compare-and-swap fails, and the bits stay.
+ *
+ * The slab is pages of REACTOR_PAGE slots, allocated on demand and never
+ * moved or freed before reactor_free: a struct io_reg * stays valid for as
+ * long as the slot is registered, and a stale token can always be looked up
+ * (it finds a slot whose generation moved on).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "reactor.h"
+#include "lab_todo.h"
+
+#define REACTOR_PAGE 256u
+#define REACTOR_MAX_PAGES 256u                  /* 65,536 registrations */
+#define NO_SLOT UINT32_MAX
+#define READ_MASK (IO_READABLE | IO_HUP | IO_ERROR)
+#define WRITE_MASK (IO_WRITABLE | IO_ERROR)
+#define BITS(word) ((unsigned)((word) & 0xffu))
+#define TICK(word) ((uint32_t)((word) >> 32))
+
+struct io_reg {
+    _Atomic uint64_t ready;    /* readiness bits | tick << 32 (see above) */
+    int todo_your_fields_here; /* TODO: what a slot needs: where it is, whether it is live, its generation, its descriptor, one waker per direction, the free list link (docs/06-reactor.md#the-slab-and-the-token) */
+};
+
+struct reactor {
+    int epfd;
+    int todo_your_fields_here; /* TODO: the lock and what it protects: the pages of slots, the free list, the tick; the counters of the stats hook (docs/06-reactor.md#the-slab-and-the-token) */
+};
+
+
+struct reactor *reactor_new(void)
+{
+    struct reactor *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (r->epfd < 0) {
+        int e = errno;
+        free(r);
+        errno = e;
+        return NULL;
+    }
+    LAB_TODO("the lock; an empty slab, no free slot (docs/06-reactor.md#the-slab-and-the-token)");
+    return r;
+}
+
+void reactor_free(struct reactor *r)
+{
+    if (!r)
+        return;
+    (void)r;
+    LAB_TODO("every page of slots, the lock (docs/06-reactor.md#the-slab-and-the-token)");
+    close(r->epfd);
+    free(r);
+}
+
+int reactor_epoll_fd(struct reactor *r) { return r->epfd; }
+
+int reactor_register(struct reactor *r, int fd, struct io_reg **out)
+{
+    (void)r;
+    (void)fd;
+    (void)out;
+    LAB_TODO("take a slot (free list first, else a new one, a new page when needed) and make it live under the lock; then EPOLL_CTL_ADD with the slot's token, edge-triggered; undo on failure (docs/06-reactor.md#the-slab-and-the-token)");
+}
+
+void reactor_deregister(struct reactor *r, struct io_reg *reg)
+{
+    (void)r;
+    (void)reg;
+    LAB_TODO("EPOLL_CTL_DEL first (the caller closes after); then under the lock: not live, next generation, readiness gone, wakers taken, slot on the free list; drop the wakers after unlocking (docs/06-reactor.md#deregister-before-close)");
+}
+
+enum poll reactor_poll_ready(struct io_reg *reg, enum io_direction dir, struct context *cx,
+                             struct io_ready *ev)
+{
+    (void)reg;
+    (void)dir;
+    (void)cx;
+    (void)ev;
+    LAB_TODO("ready bits of this direction set? that snapshot is the answer; else, under the lock, look again and store the waker (docs/06-reactor.md#poll-ready)");
+}
+
+void reactor_clear_ready(struct io_reg *reg, struct io_ready ev)
+{
+    (void)reg;
+    (void)ev;
+    LAB_TODO("clear ev's readable/writable bits only while the word still carries ev's tick (one compare-and-swap loop; hang-up and error stay) (docs/06-reactor.md#clearing-readiness-the-tick)");
+}
+
+void reactor_drop_waker(struct io_reg *reg, enum io_direction dir)
+{
+    (void)reg;
+    (void)dir;
+    LAB_TODO("take the direction's waker under the lock, drop it after (docs/06-reactor.md#dropping-a-future-deregisters-at-once)");
+}
+
+bool reactor_dispatch(struct reactor *r, const struct epoll_event *events, int n)
+{
+    (void)r;
+    (void)events;
+    (void)n;
+    LAB_TODO("one turn: a new tick; for each event: the wake token, or a live slot of the token's generation (else stale); set its bits with the tick; take the wakers of the directions it makes ready; wake them all after unlocking, a batch at a time (docs/06-reactor.md#dispatch)");
+}
+
+uint64_t reactor_test_token(struct io_reg *reg)
+{
+    (void)reg;
+    LAB_TODO("the slot's token, read under the lock (docs/06-reactor.md#test-hooks)");
+}
+
+struct reactor_stats reactor_test_stats(struct reactor *r)
+{
+    (void)r;
+    LAB_TODO("the counters and live registrations, read under the lock (docs/06-reactor.md#test-hooks)");
+}

@@ -1,0 +1,419 @@
+/* tcp.c - stage 06: listener, connect, read, write, shutdown over the reactor.
+ *
+ * Every operation is the same loop (reactor.h): readiness, syscall, clear on
+ * EAGAIN. The differences are what each syscall's errors mean. A stream and
+ * a listener are one descriptor and one registration; the futures borrow
+ * them.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "coop.h"
+#include "tcp.h"
+
+#define BACKOFF_MIN_NS UINT64_C(10000000)    /* 10 ms */
+#define BACKOFF_MAX_NS UINT64_C(1000000000)  /* 1 s */
+
+struct tcp_listener {
+    struct reactor *r;
+    struct time_driver *td;  /* borrowed; NULL: no back-off */
+    int fd;
+    struct io_reg *reg;
+    uint16_t port;
+    uint64_t backoff_ns;     /* the next back-off's length */
+    uint64_t accept_calls;   /* owner's thread only (the test hook reads it there) */
+};
+
+struct tcp_stream {
+    struct reactor *r;
+    int fd;
+    struct io_reg *reg;
+    bool short_read;
+};
+
+/* BEGIN STUDENT HIDDEN */
+/* A registered stream over a connected non-blocking fd; on failure the fd
+ * is closed. */
+static struct tcp_stream_result stream_new(struct reactor *r, int fd)
+{
+    struct tcp_stream *s = malloc(sizeof *s);
+    if (!s) {
+        close(fd);
+        return (struct tcp_stream_result){ .err = -ENOMEM };
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* echo: no Nagle delay */
+    int e = reactor_register(r, fd, &s->reg);
+    if (e < 0) {
+        close(fd);
+        free(s);
+        return (struct tcp_stream_result){ .err = e };
+    }
+    s->r = r;
+    s->fd = fd;
+    s->short_read = true;
+    return (struct tcp_stream_result){ .err = 0, .stream = s };
+}
+/* END STUDENT */
+
+/* ---- listener --------------------------------------------------------------- */
+
+int tcp_listener_bind(struct reactor *r, struct time_driver *td, const char *ip, uint16_t port,
+                      struct tcp_listener **out)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+    if (inet_pton(AF_INET, ip, &a.sin_addr) != 1)
+        return -EINVAL;
+    struct tcp_listener *l = calloc(1, sizeof *l);
+    if (!l)
+        return -ENOMEM;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    socklen_t len = sizeof a;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, SOMAXCONN) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        free(l);
+        return -e;
+    }
+    int e = reactor_register(r, fd, &l->reg);
+    if (e < 0) {
+        close(fd);
+        free(l);
+        return e;
+    }
+    l->r = r;
+    l->td = td;
+    l->fd = fd;
+    l->port = ntohs(a.sin_port);
+    l->backoff_ns = BACKOFF_MIN_NS;
+    *out = l;
+    return 0;
+}
+
+uint16_t tcp_listener_port(const struct tcp_listener *l) { return l->port; }
+
+void tcp_listener_close(struct tcp_listener *l)
+{
+    reactor_deregister(l->r, l->reg); /* before close: see reactor.h, contract 5 */
+    close(l->fd);
+    free(l);
+}
+
+struct tcp_accept tcp_accept(struct tcp_listener *l)
+{
+    return (struct tcp_accept){ .l = l, .backing_off = false };
+}
+
+enum poll tcp_accept_poll(struct tcp_accept *a, struct context *cx, struct tcp_stream_result *out)
+{
+    /* BEGIN STUDENT: finish a back-off first; then the loop: readiness, accept4 (non-blocking), EAGAIN clears; out of descriptors: back off on a sleep (or report without a time driver); a new stream otherwise (docs/06-reactor.md#accept-and-emfile) */
+    struct tcp_listener *l = a->l;
+    if (a->backing_off) {
+        if (sleep_poll(&a->backoff, cx) == POLL_PENDING)
+            return POLL_PENDING;
+        sleep_drop(&a->backoff);
+        a->backing_off = false;
+    }
+    if (!coop_proceed(cx))
+        return POLL_PENDING;
+    for (;;) {
+        struct io_ready ev;
+        if (reactor_poll_ready(l->reg, IO_READ, cx, &ev) == POLL_PENDING)
+            return POLL_PENDING;
+        l->accept_calls++;
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            l->backoff_ns = BACKOFF_MIN_NS;
+            *out = stream_new(l->r, fd);
+            return POLL_READY;
+        }
+        int e = errno;
+        if (e == EAGAIN || e == EWOULDBLOCK) {
+            reactor_clear_ready(l->reg, ev);
+            continue;
+        }
+        if (e == EINTR || e == ECONNABORTED)
+            continue; /* that connection is gone; the next may be there */
+        if ((e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) && l->td) {
+            /* The connection waits in the backlog, and readiness stays set
+             * (no EAGAIN said otherwise): retrying now would fail again at
+             * once, and forever. Sleep, then retry. */
+            a->backoff = sleep_for(l->td, l->backoff_ns);
+            a->backing_off = true;
+            l->backoff_ns = l->backoff_ns * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : l->backoff_ns * 2;
+            if (sleep_poll(&a->backoff, cx) == POLL_PENDING)
+                return POLL_PENDING;
+            sleep_drop(&a->backoff);
+            a->backing_off = false;
+            continue;
+        }
+        *out = (struct tcp_stream_result){ .err = -e };
+        return POLL_READY;
+    }
+    /* END STUDENT */
+}
+
+void tcp_accept_drop(struct tcp_accept *a)
+{
+    /* BEGIN STUDENT: a back-off's timer cancelled; the listener's read waker dropped (docs/06-reactor.md#dropping-a-future-deregisters-at-once) */
+    if (a->backing_off) {
+        sleep_drop(&a->backoff);
+        a->backing_off = false;
+    }
+    reactor_drop_waker(a->l->reg, IO_READ);
+    /* END STUDENT */
+}
+
+static enum poll accept_vpoll(void *self, struct context *cx, void *out) { return tcp_accept_poll(self, cx, out); }
+static void accept_vdrop(void *self) { tcp_accept_drop(self); }
+static const struct future_vtable accept_vt =
+    FUTURE_VTABLE_INIT(struct tcp_accept, sizeof(struct tcp_stream_result), accept_vpoll, accept_vdrop);
+struct future tcp_accept_future(struct tcp_accept *a) { return future_of(&accept_vt, a); }
+
+/* ---- connect ------------------------------------------------------------------ */
+
+struct tcp_connect tcp_connect(struct reactor *r, const char *ip, uint16_t port)
+{
+    struct tcp_connect c = { .r = r, .fd = -1, .reg = NULL, .err = 0 };
+    c.addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(port) };
+    if (inet_pton(AF_INET, ip, &c.addr.sin_addr) != 1)
+        c.err = -EINVAL;
+    return c;
+}
+
+enum poll tcp_connect_poll(struct tcp_connect *c, struct context *cx, struct tcp_stream_result *out)
+{
+    /* BEGIN STUDENT: first poll: a non-blocking socket, connect (EINPROGRESS is the usual answer), register; then wait for writable and read SO_ERROR; hand the descriptor and its registration over to a stream (docs/06-reactor.md#connect) */
+    if (c->err) {
+        *out = (struct tcp_stream_result){ .err = c->err };
+        return POLL_READY;
+    }
+    if (c->fd < 0) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            *out = (struct tcp_stream_result){ .err = -errno };
+            return POLL_READY;
+        }
+        if (connect(fd, (struct sockaddr *)&c->addr, sizeof c->addr) < 0 && errno != EINPROGRESS) {
+            int e = errno;
+            close(fd);
+            *out = (struct tcp_stream_result){ .err = -e };
+            return POLL_READY;
+        }
+        int e = reactor_register(c->r, fd, &c->reg);
+        if (e < 0) {
+            close(fd);
+            *out = (struct tcp_stream_result){ .err = e };
+            return POLL_READY;
+        }
+        c->fd = fd;
+    }
+    struct io_ready ev;
+    if (reactor_poll_ready(c->reg, IO_WRITE, cx, &ev) == POLL_PENDING)
+        return POLL_PENDING;
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        soerr = errno;
+    /* the registration goes with the descriptor either way: to the stream, or away */
+    if (soerr) {
+        reactor_deregister(c->r, c->reg);
+        close(c->fd);
+        *out = (struct tcp_stream_result){ .err = -soerr };
+    } else {
+        struct tcp_stream *s = malloc(sizeof *s);
+        if (!s) {
+            reactor_deregister(c->r, c->reg);
+            close(c->fd);
+            *out = (struct tcp_stream_result){ .err = -ENOMEM };
+        } else {
+            int one = 1;
+            setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            *s = (struct tcp_stream){ .r = c->r, .fd = c->fd, .reg = c->reg, .short_read = true };
+            *out = (struct tcp_stream_result){ .err = 0, .stream = s };
+        }
+    }
+    c->fd = -1;
+    c->reg = NULL;
+    c->err = -EALREADY; /* polled after Ready: says so, owns nothing */
+    return POLL_READY;
+    /* END STUDENT */
+}
+
+void tcp_connect_drop(struct tcp_connect *c)
+{
+    /* BEGIN STUDENT: a half-made connection: deregistered, then closed (docs/06-reactor.md#dropping-a-future-deregisters-at-once) */
+    if (c->fd >= 0) {
+        reactor_deregister(c->r, c->reg);
+        close(c->fd);
+        c->fd = -1;
+        c->reg = NULL;
+    }
+    /* END STUDENT */
+}
+
+static enum poll connect_vpoll(void *self, struct context *cx, void *out) { return tcp_connect_poll(self, cx, out); }
+static void connect_vdrop(void *self) { tcp_connect_drop(self); }
+static const struct future_vtable connect_vt =
+    FUTURE_VTABLE_INIT(struct tcp_connect, sizeof(struct tcp_stream_result), connect_vpoll, connect_vdrop);
+struct future tcp_connect_future(struct tcp_connect *c) { return future_of(&connect_vt, c); }
+
+/* ---- stream ------------------------------------------------------------------- */
+
+enum poll tcp_stream_poll_read(struct tcp_stream *s, struct context *cx, void *buf, size_t len, ssize_t *n)
+{
+    /* BEGIN STUDENT: the loop: readiness, recv, EAGAIN clears and loops; a short read clears too when short reads are on (docs/06-reactor.md#drain-to-eagain) */
+    if (!coop_proceed(cx))
+        return POLL_PENDING;
+    for (;;) {
+        struct io_ready ev;
+        if (reactor_poll_ready(s->reg, IO_READ, cx, &ev) == POLL_PENDING)
+            return POLL_PENDING;
+        ssize_t k = recv(s->fd, buf, len, 0);
+        if (k < 0) {
+            int e = errno;
+            if (e == EAGAIN || e == EWOULDBLOCK) {
+                reactor_clear_ready(s->reg, ev);
+                continue;
+            }
+            if (e == EINTR)
+                continue;
+            *n = -e;
+            return POLL_READY;
+        }
+        if (s->short_read && k > 0 && (size_t)k < len)
+            reactor_clear_ready(s->reg, ev); /* drained: the next byte is a new edge */
+        *n = k;
+        return POLL_READY;
+    }
+    /* END STUDENT */
+}
+
+enum poll tcp_stream_poll_write(struct tcp_stream *s, struct context *cx, const void *buf, size_t len,
+                                ssize_t *n)
+{
+    /* BEGIN STUDENT: the loop: readiness, send with MSG_NOSIGNAL, EAGAIN clears and loops (docs/06-reactor.md#sigpipe) */
+    if (!coop_proceed(cx))
+        return POLL_PENDING;
+    for (;;) {
+        struct io_ready ev;
+        if (reactor_poll_ready(s->reg, IO_WRITE, cx, &ev) == POLL_PENDING)
+            return POLL_PENDING;
+        ssize_t k = send(s->fd, buf, len, MSG_NOSIGNAL);
+        if (k < 0) {
+            int e = errno;
+            if (e == EAGAIN || e == EWOULDBLOCK) {
+                reactor_clear_ready(s->reg, ev);
+                continue;
+            }
+            if (e == EINTR)
+                continue;
+            *n = -e;
+            return POLL_READY;
+        }
+        *n = k;
+        return POLL_READY;
+    }
+    /* END STUDENT */
+}
+
+int tcp_stream_shutdown(struct tcp_stream *s)
+{
+    return shutdown(s->fd, SHUT_WR) < 0 ? -errno : 0;
+}
+
+void tcp_stream_close(struct tcp_stream *s)
+{
+    /* BEGIN STUDENT: deregister, then close, then free (docs/06-reactor.md#deregister-before-close) */
+    reactor_deregister(s->r, s->reg);
+    close(s->fd);
+    free(s);
+    /* END STUDENT */
+}
+
+int tcp_stream_fd(const struct tcp_stream *s) { return s->fd; }
+void tcp_stream_set_short_read(struct tcp_stream *s, bool on) { s->short_read = on; }
+
+struct tcp_read tcp_read(struct tcp_stream *s, void *buf, size_t len)
+{
+    return (struct tcp_read){ .s = s, .buf = buf, .len = len };
+}
+
+enum poll tcp_read_poll(struct tcp_read *rd, struct context *cx, ssize_t *out)
+{
+    return tcp_stream_poll_read(rd->s, cx, rd->buf, rd->len, out);
+}
+
+void tcp_read_drop(struct tcp_read *rd)
+{
+    /* BEGIN STUDENT: the reader's waker, out of the reactor at once (docs/06-reactor.md#dropping-a-future-deregisters-at-once) */
+    reactor_drop_waker(rd->s->reg, IO_READ);
+    /* END STUDENT */
+}
+
+static enum poll read_vpoll(void *self, struct context *cx, void *out) { return tcp_read_poll(self, cx, out); }
+static void read_vdrop(void *self) { tcp_read_drop(self); }
+static const struct future_vtable read_vt = FUTURE_VTABLE_INIT(struct tcp_read, sizeof(ssize_t), read_vpoll, read_vdrop);
+struct future tcp_read_future(struct tcp_read *rd) { return future_of(&read_vt, rd); }
+
+struct tcp_write tcp_write_all(struct tcp_stream *s, const void *buf, size_t len)
+{
+    return (struct tcp_write){ .s = s, .buf = buf, .len = len, .done = 0 };
+}
+
+enum poll tcp_write_poll(struct tcp_write *wr, struct context *cx, ssize_t *out)
+{
+    while (wr->done < wr->len) {
+        ssize_t n;
+        if (tcp_stream_poll_write(wr->s, cx, (const char *)wr->buf + wr->done, wr->len - wr->done, &n) ==
+            POLL_PENDING)
+            return POLL_PENDING;
+        if (n < 0) {
+            *out = n;
+            return POLL_READY;
+        }
+        wr->done += (size_t)n;
+    }
+    *out = (ssize_t)wr->len;
+    return POLL_READY;
+}
+
+void tcp_write_drop(struct tcp_write *wr)
+{
+    /* BEGIN STUDENT: the writer's waker, out of the reactor at once (docs/06-reactor.md#dropping-a-future-deregisters-at-once) */
+    reactor_drop_waker(wr->s->reg, IO_WRITE);
+    /* END STUDENT */
+}
+
+static enum poll write_vpoll(void *self, struct context *cx, void *out) { return tcp_write_poll(self, cx, out); }
+static void write_vdrop(void *self) { tcp_write_drop(self); }
+static const struct future_vtable write_vt =
+    FUTURE_VTABLE_INIT(struct tcp_write, sizeof(ssize_t), write_vpoll, write_vdrop);
+struct future tcp_write_future(struct tcp_write *wr) { return future_of(&write_vt, wr); }
+
+struct tcp_shutdown tcp_shutdown(struct tcp_stream *s) { return (struct tcp_shutdown){ .s = s }; }
+
+static enum poll shutdown_vpoll(void *self, struct context *cx, void *out)
+{
+    (void)cx;
+    struct tcp_shutdown *sh = self;
+    int r = tcp_stream_shutdown(sh->s);
+    if (out)
+        *(int *)out = r;
+    return POLL_READY;
+}
+static const struct future_vtable shutdown_vt = FUTURE_VTABLE_INIT(struct tcp_shutdown, sizeof(int), shutdown_vpoll, NULL);
+struct future tcp_shutdown_future(struct tcp_shutdown *sh) { return future_of(&shutdown_vt, sh); }
+
+struct io_reg *tcp_stream_test_reg(struct tcp_stream *s) { return s->reg; }
+struct io_reg *tcp_listener_test_reg(struct tcp_listener *l) { return l->reg; }
+uint64_t tcp_listener_test_accept_calls(struct tcp_listener *l) { return l->accept_calls; }
