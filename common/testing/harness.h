@@ -36,6 +36,9 @@ unsigned lab_scale(unsigned n, unsigned min);
 /* A line of measured figures in the record (and on stderr). */
 void lab_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Writes the UNJUDGED record of lab_cannot_judge (lab_test.h); call that. */
+void lab_unjudged(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Milliseconds of wall-clock sleep (for tests that give another thread time). */
 void lab_sleep_ms(unsigned ms);
 

@@ -618,7 +618,7 @@ class Grader:
         bad = [o for o in outcomes if not o.passed]
         if not bad:
             return ItemResult(item, "passed", item.points, "passed")
-        if all(o.verdict == "too-slow" for o in bad):
+        if all(o.verdict in ("too-slow", "unjudged") for o in bad):
             return ItemResult(item, "not-judged", 0, f"{bad[0].test}: {bad[0].message}", outcome=bad[0])
         first = bad[0]
         summary = f"{first.test}: {first.message}" if first.verdict != "not-started" else first.message

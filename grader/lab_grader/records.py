@@ -2,6 +2,7 @@
 
     BEGIN pid suite::test          END pid suite::test nonce
     SEED pid n                     NOTE pid text
+    UNJUDGED pid nonce text        the test could not measure on this machine
     TODO pid file:line func() hint
     CRASH pid SIGNAME              followed by a BT-BEGIN ... BT-END block
     HANG pid text                  THREAD pid tid name state, each followed by
@@ -32,6 +33,8 @@ class Run:
     nonce: str = ""
     seed: str = ""
     notes: list = dataclasses.field(default_factory=list)
+    unjudged: str = ""        # the text of an UNJUDGED record
+    unjudged_nonce: str = ""  # and the nonce it carried
     todo: str = ""
     crash: str = ""
     crash_frames: list = dataclasses.field(default_factory=list)
@@ -71,6 +74,9 @@ def parse(text):
             run(pid).seed = rest
         elif tag == "NOTE":
             run(pid).notes.append(rest)
+        elif tag == "UNJUDGED":
+            r = run(pid)
+            r.unjudged_nonce, _, r.unjudged = rest.partition(" ")
         elif tag == "TODO":
             r = run(pid)
             r.todo = r.todo or rest

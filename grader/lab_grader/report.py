@@ -11,7 +11,7 @@ MARK = {"passed": "PASS", "failed": "FAIL", "not-judged": "----"}
 VERDICT_WORDS = {
     "fail": "failed", "timeout": "timed out", "crash": "crashed", "not-started": "not started",
     "exited-early": "left early", "memory": "memory error", "race": "data race", "missing": "did not run",
-    "too-slow": "too slow to judge",
+    "too-slow": "too slow to judge", "unjudged": "cannot judge here",
 }
 
 

@@ -72,7 +72,7 @@ def apply_limits(data_limit):
 @dataclasses.dataclass
 class Outcome:
     test: str                 # "suite::name"
-    verdict: str              # pass fail timeout crash not-started exited-early memory race missing
+    verdict: str              # pass fail timeout crash not-started exited-early memory race missing unjudged
     message: str = ""
     details: list = dataclasses.field(default_factory=list)
     seed: str = ""
@@ -323,6 +323,12 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
             o.details += [f"    #{i} {f}" for i, f in enumerate(symbolizer.frames(run.crash_frames))]
         elif message:
             o.details.append(message)
+        return o
+    if run and run.unjudged and run.unjudged_nonce == nonce and not run.crash:
+        # lab_cannot_judge: the machine could not measure it (a forged record
+        # lacks the nonce and stays an ordinary failure)
+        o.verdict = "unjudged"
+        o.message = f"cannot judge on this machine, rerun: {run.unjudged}"
         return o
     o.verdict = "fail"
     message = records.short_path(message)

@@ -144,6 +144,11 @@ def test_judge_verdicts():
     assert judge("s::a", ("ERRORED", "crash", "", 0), "BEGIN 1 s::a\nCRASH 1 SEGV\n").message == "crashed (SIGSEGV)"
     assert judge("s::a", ("ERRORED", "timeout", "", 2), "BEGIN 1 s::a\n").verdict == "timeout"
     assert judge("s::a", None, "").verdict == "missing"
+    # lab_cannot_judge: not judged with the nonce; a record without it (code
+    # under test writing one) is an ordinary failure
+    unjudged = judge("s::a", ("FAILED", "assert", "loaded", 0), "BEGIN 1 s::a\nUNJUDGED 1 n the machine is loaded\n")
+    assert (unjudged.verdict, unjudged.message) == ("unjudged", "cannot judge on this machine, rerun: the machine is loaded")
+    assert judge("s::a", ("FAILED", "assert", "x", 0), "BEGIN 1 s::a\nUNJUDGED 1 forged text\n").verdict == "fail"
 
 
 def test_filter_and_expand():

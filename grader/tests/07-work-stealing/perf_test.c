@@ -128,13 +128,19 @@ LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
     uint64_t best1 = UINT64_MAX, best2 = UINT64_MAX, raw1 = UINT64_MAX, raw2 = UINT64_MAX;
     double ratio = 0, machine = 0;
     uint64_t cpu2 = 0;
-    double share = 0; /* the smaller worker's share of the leaves, in the best 2-worker run */
-    for (int k = 0; k < 7; k++) {
+    double share = 0;       /* the smaller worker's share of the leaves, in the best 2-worker run */
+    unsigned quiet = 0;     /* rounds in which two plain threads got at least QUIET */
+    double best_quiet = 0;  /* the runtime's best speed-up within such a round */
+    const double QUIET = 1.75;
+    for (int k = 0; k < 9; k++) {
+        /* One round: the four timings back to back, so that a round's
+         * runtime ratio and machine ratio see the same machine. */
         uint64_t a = tree(one, depth), b = tree(two, depth);
+        unsigned l0 = atomic_load(&leaves_by[0]), l1 = atomic_load(&leaves_by[1]);
+        double sh = (double)(l0 < l1 ? l0 : l1) / (double)(l0 + l1 ? l0 + l1 : 1);
         if (b < best2) {
             cpu2 = last_cpu;
-            unsigned l0 = atomic_load(&leaves_by[0]), l1 = atomic_load(&leaves_by[1]);
-            share = (double)(l0 < l1 ? l0 : l1) / (double)(l0 + l1 ? l0 + l1 : 1);
+            share = sh;
         }
         if (a < best1)
             best1 = a;
@@ -147,23 +153,38 @@ LAB_TEST(ws_perf, two_workers_speed_up_a_tree, 120)
             raw2 = r2;
         ratio = (double)best1 / (double)best2;
         machine = (double)raw1 / (double)raw2;
+        if ((double)r1 / (double)r2 >= QUIET) {
+            quiet++;
+            if ((double)a / (double)b > best_quiet)
+                best_quiet = (double)a / (double)b;
+        }
         if (k >= 2 && ratio >= 1.75)
             break;
+        if (quiet >= 4 && ratio < 1.6)
+            break; /* enough quiet rounds to judge a failure */
     }
     lab_note("task tree of %u leaves: 1 worker %.2f ms, 2 workers %.2f ms (best of k, %.2f ms of CPU, the smaller "
-             "worker ran %.0f%% of the leaves): speed-up %.2f; two plain threads on the same work: %.2f",
-             1u << depth, best1 / 1e6, best2 / 1e6, cpu2 / 1e6, 100 * share, ratio, machine);
+             "worker ran %.0f%% of the leaves): speed-up %.2f; two plain threads on the same work: %.2f; "
+             "%u quiet round(s), best speed-up in one %.2f",
+             1u << depth, best1 / 1e6, best2 / 1e6, cpu2 / 1e6, 100 * share, ratio, machine, quiet, best_quiet);
     ws_runtime_free(one);
     ws_runtime_free(two);
     if (ratio >= 1.6)
         return;
-    if (machine < 1.6)
-        cr_assert_fail("cannot judge: the machine is loaded (two plain threads doing the same leaves were only %.2f "
-                       "times as fast as one; the runtime's two workers %.2f, the smaller one running %.0f%% of the "
-                       "leaves). A wall-clock speed-up needs two free cores: run it again on a quiet machine",
-                       machine, ratio, 100 * share);
-    cr_assert_fail("two workers ran a CPU-bound task tree only %.2f times as fast as one (1: %.2f ms, 2: %.2f ms), "
-                   "while two plain threads doing the same leaves got %.2f; at least 1.6 was expected: idle workers "
-                   "must steal (half of a victim's deque) and be woken when work appears",
-                   ratio, best1 / 1e6, best2 / 1e6, machine);
+    /* A second worker that never gets work is a failure on any machine: on
+     * a loaded one the second worker still finds some of the leaves. */
+    if (share < 0.05)
+        cr_assert_fail("two workers ran a CPU-bound task tree of %u leaves, and one of them ran only %.1f%% "
+                       "of the leaves (speed-up %.2f): an idle worker must steal (half of a victim's deque) "
+                       "and be woken when work appears", 1u << depth, 100 * share, ratio);
+    if (quiet >= 3)
+        cr_assert_fail("two workers ran a CPU-bound task tree only %.2f times as fast as one (1: %.2f ms, 2: %.2f "
+                       "ms), even in the %u rounds where two plain threads doing the same leaves got %.2f or more "
+                       "(best %.2f in such a round); at least 1.6 was expected: idle workers must steal (half of a "
+                       "victim's deque) and be woken when work appears",
+                       ratio, best1 / 1e6, best2 / 1e6, quiet, QUIET, best_quiet);
+    lab_cannot_judge("the machine is loaded: two plain threads doing the same leaves got %.2f or more in only %u "
+                     "of the rounds (best %.2f overall); the runtime's two workers got %.2f, the smaller one "
+                     "running %.0f%% of the leaves. A wall-clock speed-up needs two free cores",
+                     QUIET, quiet, machine, ratio, 100 * share);
 }
