@@ -128,6 +128,13 @@ static _Thread_local struct buf *my_buf;
 static _Thread_local uint32_t cur_task;     /* the task being polled on this thread, 0: none */
 static _Thread_local unsigned char cur_src; /* enum trace_source of this thread's driver turn */
 static _Thread_local uint64_t src_wakes;    /* wakes made since trace_source_begin */
+/* Turns nest: stage 06's reactor dispatches inside the I/O driver's park,
+ * which stage 05's time driver calls inside its own turn. A turn's end gives
+ * the outer turn back its source and its count. */
+#define SRC_DEPTH 8
+static _Thread_local unsigned char outer_src[SRC_DEPTH];
+static _Thread_local uint64_t outer_wakes[SRC_DEPTH];
+static _Thread_local unsigned src_depth;
 static _Thread_local uint64_t last_ts;      /* the timestamp of this thread's latest record */
 static _Thread_local const char *site_file;
 static _Thread_local int site_line;
@@ -407,6 +414,11 @@ void trace_wake_end_(void)
 
 void trace_source_begin(enum trace_source src)
 {
+    if (src_depth < SRC_DEPTH) {
+        outer_src[src_depth] = cur_src;
+        outer_wakes[src_depth] = src_wakes;
+    }
+    src_depth++;
     cur_src = (unsigned char)src;
     src_wakes = 0;
     if (trace_on_)
@@ -421,7 +433,12 @@ void trace_source_end(void)
             put(R_TIMER_FIRE, t, 0, src_wakes, 0, 0); /* each fired timer woke once */
         put(R_SRC_E, t, 0, 0, cur_src, 0);
     }
-    cur_src = TRACE_SRC_OUTSIDE;
+    if (src_depth > 0 && --src_depth < SRC_DEPTH) {
+        cur_src = outer_src[src_depth];
+        src_wakes = outer_wakes[src_depth];
+    } else {
+        cur_src = TRACE_SRC_OUTSIDE; /* deeper than SRC_DEPTH, or unbalanced */
+    }
 }
 
 void trace_park_begin_(int64_t timeout_ns)

@@ -131,7 +131,8 @@ static inline void trace_task_complete(const struct trace_task *tt);
  * instance on a completed task). */
 static inline void trace_wake_begin(struct trace_task *tt, bool arrow);
 static inline void trace_wake_end(void);
-/* A driver's turn whose wakes come from `src` (timer, io). */
+/* A driver's turn whose wakes come from `src` (timer, io). Turns nest (the
+ * reactor's inside the time driver's): the end gives the outer one back. */
 void trace_source_begin(enum trace_source src);
 void trace_source_end(void);
 /* The thread parks in a driver / is back (woken: an unpark was consumed). */

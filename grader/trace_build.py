@@ -2,7 +2,7 @@
 """Build a stage's example with tracing on, run it, keep its trace (`make trace`).
 
     trace_build.py --stage 3 [--example three_tasks] [--target labs] [--out trace.json]
-             [--render trace.png] [--build-only] [-- example arguments]
+             [--render trace.png] [--build-only] [--load "4 400 64"] [-- example arguments]
 
 The example is examples/NN-name/<example>.c. It is compiled with -DLAB_TRACE
 together with the target tree's files of that stage and of the stages it
@@ -10,6 +10,10 @@ stands on (the rubric's `uses`, as the grader does), common/ and
 common/trace.c, then run with LAB_TRACE_FILE pointing at --out. Open the file
 at https://ui.perfetto.dev (or chrome://tracing), or draw it with
 grader/trace_render.py (--render does both in one go). docs/tracing.md.
+
+A serving example (stage 06's echo server) is started on a free port to
+serve a few connections, loaded by examples/06-reactor/load_client (built
+plain, without the runtime), and traced until it exits.
 
 Only the Python standard library; the binary goes to build/trace/.
 """
@@ -38,8 +42,20 @@ def find_stage(spec):
     sys.exit(f"trace: no stage {spec!r} (stages: {', '.join(sorted(stages))})")
 
 
+# Programs in an examples folder that are not examples of the runtime: the
+# load client is plain C and epoll, built without it (run_served uses it).
+HELPERS = {"load_client"}
+
+# Examples that serve: make trace starts the server (serving CONNECTIONS
+# connections, then exiting, so that the trace is written), loads it with
+# examples/06-reactor/load_client (--load "CONNECTIONS ROUND_TRIPS SIZE"),
+# and waits for it to exit.
+SERVED = {("06-reactor", "echo_server")}
+DEFAULT_LOAD = "4 400 64"
+
+
 def examples_of(stage):
-    return sorted((ROOT / "examples" / stage).glob("*.c"))
+    return sorted(p for p in (ROOT / "examples" / stage).glob("*.c") if p.stem not in HELPERS)
 
 
 def rel(path):
@@ -91,6 +107,41 @@ def build(stage, example, target, extra_flags=()):
     return binary
 
 
+def run_served(binary, stage, load, env):
+    """Starts a serving example on a free port, loads it, waits for it to
+    exit; returns its exit status."""
+    conns, rounds, size = (int(x) for x in load.split())
+    out_dir = ROOT / "build" / "trace"
+    client = out_dir / "load_client"
+    src = ROOT / "examples" / stage.name / "load_client.c"
+    if not client.exists() or client.stat().st_mtime < src.stat().st_mtime:
+        subprocess.run([CC, "-std=c11", "-O2", "-Wall", "-Wextra", str(src), "-o", str(client)], check=True)
+    server = subprocess.Popen([str(binary), "0", str(conns)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()  # "listening on 127.0.0.1:PORT" (runtime.h)
+        if "listening on" not in line:
+            server.kill()
+            server.wait()
+            sys.exit(f"trace: {binary.name} did not start listening: {line.strip()!r}")
+        port = line.rsplit(":", 1)[1].strip()
+        print(f"trace: {binary.name} on port {port}, loaded by load_client "
+              f"({conns} connections x {rounds} round trips of {size} bytes)")
+        load_run = subprocess.run([str(client), "127.0.0.1", port, str(conns), str(rounds), str(size)],
+                                  capture_output=True, text=True, timeout=60)
+        said = " ".join(load_run.stdout.split())
+        print(f"       load_client: {said}" if load_run.returncode == 0 else
+              f"trace: load_client failed ({load_run.returncode}): {load_run.stderr.strip()}")
+        return server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+        sys.exit(f"trace: {binary.name} did not finish its {conns} connections: killed, no trace")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stage", required=True)
@@ -99,6 +150,8 @@ def main(argv=None):
     ap.add_argument("--out", default="trace.json")
     ap.add_argument("--render", default="", help="also draw the trace to this PNG/SVG")
     ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--load", default=DEFAULT_LOAD,
+                    help="a serving example's load: CONNECTIONS ROUND_TRIPS SIZE (default %(default)s)")
     ap.add_argument("args", nargs="*", help="arguments for the example")
     a = ap.parse_args(argv)
     stage = find_stage(a.stage)
@@ -119,7 +172,10 @@ def main(argv=None):
         return 0
     out = pathlib.Path(a.out).resolve()
     env = dict(os.environ, LAB_TRACE_FILE=str(out))
-    rc = subprocess.run([str(binary), *a.args], env=env).returncode
+    if (stage.name, example.stem) in SERVED and not a.args:
+        rc = run_served(binary, stage, a.load, env)
+    else:
+        rc = subprocess.run([str(binary), *a.args], env=env).returncode
     if rc == 86:
         print(f"trace: {example.stem} stopped at a TODO in {a.target} (above): "
               f"tracing needs a stage that runs", file=sys.stderr)

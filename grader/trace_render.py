@@ -6,7 +6,9 @@
 The picture (docs/tracing.md#reading-the-pictures) has two panels:
   - swimlanes, time running left to right in milliseconds: one lane per
     thread (its polls, coloured by task; its parks in grey; its driver turns
-    as a thin band), then one lane per task (its polls; a thin line from
+    as a thin band; readiness events, injector pulls and steals as marks
+    over it, a steal with a dashed arrow from its victim's lane), then one
+    lane per task (its polls; a thin line from
     spawn to completion). Wake arrows go from where the wake was made (the
     waking task's lane, or the lane of the thread that woke it from a timer,
     I/O or outside) to the woken task's next poll, coloured by source;
@@ -24,6 +26,7 @@ import pathlib
 import sys
 
 SOURCE_COLOURS = {"task": "#1f77b4", "timer": "#ff7f0e", "io": "#2ca02c", "outside": "#9467bd"}
+STEAL_COLOURS = {"steal": "#d62728", "injector": "#6a3d9a"}
 
 
 def load(path):
@@ -64,8 +67,12 @@ def parse(events):
                              "ts": e["ts"] / 1000.0, "args": e.get("args", {})})
         elif ph in ("s", "f"):
             flows.setdefault(e["id"], {})[ph] = {"tid": tid, "ts": e["ts"] / 1000.0}
-    tids = sorted({s["tid"] for s in slices} | {i["tid"] for i in instants} | set(names),
-                  key=lambda t: (order.get(t, t), t))
+    def lane_key(t):  # workers in their own order ("worker 0", "worker 1"), after the other threads
+        nm = names.get(t, "")
+        if nm.startswith("worker ") and nm[7:].isdigit():
+            return (1, int(nm[7:]), t)
+        return (0, order.get(t, t), t)
+    tids = sorted({s["tid"] for s in slices} | {i["tid"] for i in instants} | set(names), key=lane_key)
     return names, tids, slices, instants, flows
 
 
@@ -85,6 +92,9 @@ def render(path, out, title=None, t_from=None, t_to=None, max_tasks=40):
     spawns = {i["args"]["task"]: i for i in instants if i["cat"] == "task" and i["name"].startswith("spawn")}
     completes = {i["args"]["task"]: i for i in instants if i["name"].startswith("complete")}
     stalls = [i for i in instants if i["cat"] == "stall"]
+    ready = [i for i in instants if i["name"] == "readiness"]
+    steals = [i for i in instants if i["name"] == "steal"]
+    pulls = [i for i in instants if i["name"] == "injector pull"]
     tasks = sorted({p["args"]["task"] for p in polls} | set(spawns))
     shown = tasks[:max_tasks]
     tids = [t for t in tids if any(s["tid"] == t for s in slices) or t in names and t != 0]
@@ -130,10 +140,41 @@ def render(path, out, title=None, t_from=None, t_to=None, max_tasks=40):
         if ("thread", p["tid"]) in lane:
             ax.broken_barh([(p["ts"], p["end"] - p["ts"])], (y(("thread", p["tid"])) - 0.3, 0.6),
                            facecolors="#d9d9d9", edgecolors="#999999", linewidth=0.4, hatch="///")
-    for d in turns:
+    for d in turns:  # a time driver's turn under the lane, a reactor's (inside it) over it
         if ("thread", d["tid"]) in lane:
-            ax.broken_barh([(d["ts"], d["end"] - d["ts"])], (y(("thread", d["tid"])) - 0.42, 0.1),
-                           facecolors="#ff7f0e" if d["name"] == "time driver" else "#2ca02c")
+            timer = d["name"] == "time driver"
+            ax.broken_barh([(d["ts"], d["end"] - d["ts"])],
+                           (y(("thread", d["tid"])) + (-0.42 if timer else 0.32), 0.1),
+                           facecolors=SOURCE_COLOURS["timer"] if timer else SOURCE_COLOURS["io"])
+    # instants of the scheduler and the reactor, over the thread's lane:
+    # readiness (stage 06) a green tick; injector pull (stage 07) a purple
+    # diamond; steal (stage 07) a red triangle with a dashed arrow from the
+    # victim's lane (the worker named "worker V") and "+N" stolen
+    worker_tid = {}
+    for t in tids:
+        nm = names.get(t, "")
+        if nm.startswith("worker ") and nm[7:].isdigit():
+            worker_tid[int(nm[7:])] = t
+    for i in ready:
+        if ("thread", i["tid"]) in lane and lo <= i["ts"] <= hi:
+            ax.plot([i["ts"]], [y(("thread", i["tid"])) + 0.44], marker="|", markersize=5,
+                    color=SOURCE_COLOURS["io"], zorder=4)
+    for i in pulls:
+        if ("thread", i["tid"]) in lane and lo <= i["ts"] <= hi:
+            ax.plot([i["ts"]], [y(("thread", i["tid"])) + 0.44], marker="D", markersize=3.5,
+                    color=STEAL_COLOURS["injector"], zorder=4)
+    for i in steals:
+        if ("thread", i["tid"]) not in lane or not lo <= i["ts"] <= hi:
+            continue
+        yt = y(("thread", i["tid"]))
+        ax.plot([i["ts"]], [yt + 0.44], marker="v", markersize=6, color=STEAL_COLOURS["steal"], zorder=5)
+        ax.annotate(f"+{i['args'].get('count', '?')}", (i["ts"], yt + 0.5), color=STEAL_COLOURS["steal"],
+                    fontsize=7, ha="left", va="bottom")
+        v = worker_tid.get(i["args"].get("victim"))
+        if v is not None and ("thread", v) in lane:
+            ax.add_patch(FancyArrowPatch((i["ts"], y(("thread", v))), (i["ts"], yt + 0.35),
+                                         arrowstyle="-|>", mutation_scale=8, color=STEAL_COLOURS["steal"],
+                                         linewidth=0.9, linestyle="--", shrinkA=0, shrinkB=0, zorder=5))
     for p in polls:
         k = p["args"]["task"]
         c = colour.get(k, "#7f7f7f")
@@ -205,8 +246,19 @@ def render(path, out, title=None, t_from=None, t_to=None, max_tasks=40):
     handles = [Patch(facecolor="#d9d9d9", edgecolor="#999999", hatch="///", label="park")]
     handles += [Line2D([0], [0], color=c, label=f"wake from {s}") for s, c in SOURCE_COLOURS.items()
                 if any(w["args"].get("source") == s for w in wakes)]
-    if turns:
-        handles.append(Patch(facecolor="#ff7f0e", label="time driver turn"))
+    if any(d["name"] == "time driver" for d in turns):
+        handles.append(Patch(facecolor=SOURCE_COLOURS["timer"], label="time driver turn"))
+    if any(d["name"] == "reactor" for d in turns):
+        handles.append(Patch(facecolor=SOURCE_COLOURS["io"], label="reactor turn"))
+    if ready:
+        handles.append(Line2D([0], [0], marker="|", linestyle="none", color=SOURCE_COLOURS["io"],
+                              label="readiness event"))
+    if steals:
+        handles.append(Line2D([0], [0], marker="v", linestyle="--", color=STEAL_COLOURS["steal"],
+                              label="steal (+tasks, from victim)"))
+    if pulls:
+        handles.append(Line2D([0], [0], marker="D", markersize=4, linestyle="none",
+                              color=STEAL_COLOURS["injector"], label="injector pull"))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), framealpha=0.9)
 
     # poll-duration histogram
@@ -231,7 +283,8 @@ def render(path, out, title=None, t_from=None, t_to=None, max_tasks=40):
     hx.set_ylabel("polls")
     fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return {"polls": len(polls), "arrows": arrows, "tasks": len(tasks), "threads": len(tids)}
+    return {"polls": len(polls), "arrows": arrows, "tasks": len(tasks), "threads": len(tids),
+            "steals": len(steals), "pulls": len(pulls), "ready": len(ready)}
 
 
 def main(argv=None):
@@ -250,7 +303,9 @@ def main(argv=None):
                  "(or open the trace at https://ui.perfetto.dev)")
     info = render(a.trace, a.out, a.title, a.t_from, a.t_to, a.max_tasks)
     print(f"trace_render: wrote {a.out} ({info['threads']} threads, {info['tasks']} tasks, "
-          f"{info['polls']} polls, {info['arrows']} wake arrows)")
+          f"{info['polls']} polls, {info['arrows']} wake arrows"
+          + (f", {info['steals']} steals, {info['pulls']} injector pulls" if info["steals"] or info["pulls"] else "")
+          + (f", {info['ready']} readiness events" if info["ready"] else "") + ")")
     return 0
 
 

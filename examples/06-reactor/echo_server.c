@@ -1,6 +1,11 @@
 /* echo_server.c - an echo server on the lab's runtime.
  *
- *   echo_server [port]      (default 0: any free port; it prints which)
+ *   echo_server [port [connections]]
+ *
+ * port 0 (the default): any free port; it prints which. With connections,
+ * it serves that many connections to their end and exits (so that a traced
+ * run writes its trace: make trace STAGE=6 starts it so, with the load
+ * client); without, it serves forever.
  *
  * ECHO_SHORT_READ=0 in the environment turns the short-read refinement off
  * (tcp.h, contract 5): every read is then followed by one that says EAGAIN.
@@ -76,5 +81,5 @@ int main(int argc, char **argv)
 {
     const char *sr = getenv("ECHO_SHORT_READ");
     short_reads = !(sr && sr[0] == '0');
-    return runtime_serve(argc > 1 ? atoi(argv[1]) : 0, on_stream);
+    return runtime_serve_n(argc > 1 ? atoi(argv[1]) : 0, on_stream, argc > 2 ? (unsigned)atoi(argv[2]) : 0);
 }

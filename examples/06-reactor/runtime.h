@@ -64,6 +64,7 @@ struct acceptor {
     struct runtime *rt;
     struct tcp_accept acc;
     runtime_on_stream on_stream;
+    unsigned left; /* connections still to accept; 0: forever */
 };
 
 static enum poll acceptor_poll(void *self, struct context *cx, void *out)
@@ -74,8 +75,11 @@ static enum poll acceptor_poll(void *self, struct context *cx, void *out)
         struct tcp_stream_result res;
         if (tcp_accept_poll(&a->acc, cx, &res) == POLL_PENDING)
             return POLL_PENDING;
-        if (res.err == 0)
+        if (res.err == 0) {
             a->on_stream(a->rt, res.stream);
+            if (a->left && --a->left == 0)
+                return POLL_READY; /* the last one: stop accepting */
+        }
     }
 }
 
@@ -83,16 +87,29 @@ static void acceptor_drop(void *self) { tcp_accept_drop(&((struct acceptor *)sel
 
 static const struct future_vtable acceptor_vt = FUTURE_VTABLE_INIT(struct acceptor, 0, acceptor_poll, acceptor_drop);
 
-/* Binds 127.0.0.1:port, spawns the accept loop, runs forever. */
-static inline int runtime_serve(int port, runtime_on_stream on_stream)
+/* Binds 127.0.0.1:port, spawns the accept loop, runs: forever when
+ * connections is 0, else until that many connections have been accepted
+ * and served to their end (make trace runs the echo server so). */
+static inline int runtime_serve_n(int port, runtime_on_stream on_stream, unsigned connections)
 {
     struct runtime rt;
     runtime_new(&rt);
     struct tcp_listener *l = runtime_listen(&rt, port);
-    struct acceptor a = { .rt = &rt, .acc = tcp_accept(l), .on_stream = on_stream };
+    struct acceptor a = { .rt = &rt, .acc = tcp_accept(l), .on_stream = on_stream, .left = connections };
     runtime_spawn(&rt, future_of(&acceptor_vt, &a));
-    executor_run(rt.ex); /* the accept loop never finishes */
-    return 0;
+    enum executor_status st = executor_run(rt.ex); /* with connections 0, never returns */
+    tcp_listener_close(l);
+    executor_free(rt.ex);
+    time_driver_free(rt.td);
+    io_driver_free(rt.io);
+    reactor_free(rt.r);
+    return st == EXECUTOR_OK ? 0 : 1;
+}
+
+/* Binds 127.0.0.1:port, spawns the accept loop, runs forever. */
+static inline int runtime_serve(int port, runtime_on_stream on_stream)
+{
+    return runtime_serve_n(port, on_stream, 0);
 }
 
 #endif

@@ -42,6 +42,7 @@
 #include "deque.h"
 #include "injector.h"
 #include "parker.h"
+#define LAB_RUNTIME_C /* this file defines the real ws_spawn and ws_block_on (runtime.h, tracing) */
 #include "runtime.h"
 #include "lab_todo.h"
 
@@ -126,6 +127,7 @@ static inline void worker_unpark(struct ws_worker *w)
      * before (pushed a task, set shutdown) is seen when it wakes */
     int prev = atomic_exchange_explicit(&w->park_state, PARK_NOTIFIED, memory_order_seq_cst);
     if (prev == PARK_CONDVAR) {
+        trace_unpark(); /* a driver's unpark is traced by driver_unpark (driver.h) */
         /* The parker holds park_lock from its check to its wait: taking it
          * here means it is waiting (or saw NOTIFIED): the signal is not lost. */
         pthread_mutex_lock(&w->park_lock);
@@ -155,12 +157,53 @@ static inline void worker_park(struct ws_worker *w)
     pthread_mutex_lock(&w->park_lock);
     if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_CONDVAR,
                                                 memory_order_seq_cst, memory_order_seq_cst)) {
+        trace_park_begin(DRIVER_PARK_FOREVER); /* empty unless built with -DLAB_TRACE (trace.h) */
         while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR)
             pthread_cond_wait(&w->park_cond, &w->park_lock);
+        trace_park_end(true);
     }
     atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
     pthread_mutex_unlock(&w->park_lock);
 }
+
+/* ---- tracing (common/trace.h, docs/tracing.md) ------------------------------------- */
+
+#ifdef LAB_TRACE
+/* Traced (given): in this file, a steal from another worker's deque and a
+ * pop from the injector by a worker go through these wrappers, which record
+ * a "steal" (victim, count) or an "injector pull" instant on the worker's
+ * thread. A steal from a worker's own deque (the overflow into the
+ * injector) is no steal. Without -DLAB_TRACE the calls are the plain ones. */
+static inline void trace_steal_from(struct deque *d, size_t n)
+{
+    if (n && current && d != &current->deque) {
+        struct ws_worker *victim = (struct ws_worker *)(void *)((char *)d - offsetof(struct ws_worker, deque));
+        trace_steal(victim->index, (uint32_t)n);
+    }
+}
+static inline size_t deque_steal_half_traced(struct deque *d, void **out, size_t max)
+{
+    size_t n = deque_steal_half(d, out, max);
+    trace_steal_from(d, n);
+    return n;
+}
+static inline enum deque_steal deque_steal_traced(struct deque *d, void **out)
+{
+    enum deque_steal r = deque_steal(d, out);
+    trace_steal_from(d, r == DEQUE_STOLEN);
+    return r;
+}
+static inline struct task *injector_pop_traced(struct injector *q)
+{
+    struct task *t = injector_pop(q);
+    if (t && current)
+        trace_injector_pull(1);
+    return t;
+}
+#define deque_steal_half(d, out, max) deque_steal_half_traced(d, out, max)
+#define deque_steal(d, out) deque_steal_traced(d, out)
+#define injector_pop(q) injector_pop_traced(q)
+#endif
 
 /* ---- the idle protocol ---------------------------------------------------------- */
 
@@ -261,6 +304,9 @@ static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reaso
 static void ws_release(struct scheduler *s, struct task *t)
 {
     struct ws_runtime *rt = rt_of(s);
+#ifdef LAB_TRACE
+    trace_task_complete(&t->trace); /* the task leaves the list: it has completed */
+#endif
     pthread_mutex_lock(&rt->owned_lock);
     if (t->owned_prev)
         t->owned_prev->owned_next = t->owned_next;
@@ -312,6 +358,11 @@ static void *worker_main(void *arg)
     struct ws_worker *w = arg;
     struct ws_runtime *rt = w->rt;
     current = w;
+#ifdef LAB_TRACE
+    char name[32];
+    snprintf(name, sizeof name, "worker %u", w->index);
+    trace_thread_name(name);
+#endif
     /* acquire: pairs with ws_runtime_free's release store */
     while (!atomic_load_explicit(&rt->shutdown, memory_order_acquire)) {
         struct task *t = next_task(w);

@@ -118,6 +118,17 @@ void reactor_drop_waker(struct io_reg *reg, enum io_direction dir);
  * wake token (REACTOR_TOKEN_WAKE) was among them. */
 bool reactor_dispatch(struct reactor *r, const struct epoll_event *events, int n);
 
+/* ---- tracing (common/trace.h, docs/tracing.md) ----
+ * Built with -DLAB_TRACE (make trace), every call of reactor_dispatch made
+ * outside reactor.c (the I/O driver's) goes through a traced wrapper at the
+ * end of reactor.c: the turn is drawn as a "reactor" slice, each event as a
+ * "readiness" instant, and the wakes inside count as I/O wakes. Without
+ * -DLAB_TRACE none of this exists. */
+#if defined(LAB_TRACE) && !defined(LAB_REACTOR_C)
+bool reactor_dispatch_traced(struct reactor *r, const struct epoll_event *events, int n);
+#define reactor_dispatch(r, events, n) reactor_dispatch_traced(r, events, n)
+#endif
+
 /* ---- test hooks ---- */
 
 /* The epoll token of a registration (to deliver it again, stale, later). */

@@ -83,6 +83,16 @@ struct join_handle *ws_spawn(struct ws_runtime *rt, struct future fut, task_outp
  * the task was cancelled. */
 bool ws_block_on(struct ws_runtime *rt, struct future fut, void *out);
 
+/* ---- tracing (common/trace.h, docs/tracing.md) ----
+ * Built with -DLAB_TRACE, a spawn notes the file and line it was written at,
+ * for the trace and the stall lamp; without it these lines do nothing. */
+#if defined(LAB_TRACE) && !defined(LAB_RUNTIME_C)
+#define ws_spawn(rt, fut, drop_output) \
+    (trace_spawn_site(__FILE__, __LINE__), ws_spawn(rt, fut, drop_output))
+#define ws_block_on(rt, fut, out) \
+    (trace_spawn_site(__FILE__, __LINE__), ws_block_on(rt, fut, out))
+#endif
+
 /* The runtime whose worker is this thread, or NULL; and the worker's index
  * (or -1). */
 struct ws_runtime *ws_current(void);
