@@ -8,7 +8,8 @@
  * through the injector, so one worker (call it A) pulls it from there. Its
  * first poll spawns CHILDREN tasks, which go to A's own deque, and then
  * keeps A busy for ROOT_MS without returning (standing for a long
- * computation). The other worker, B, is woken by the spawns and steals:
+ * computation; longer, up to 5 s, until some child has started, which can
+ * only be on the other worker). The other worker, B, is woken by the spawns and steals:
  * half of A's deque at a time, oldest first, until A's poll ends and A takes
  * what is left itself (newest first). Each child works for WORK_US, yields
  * once (a yield goes to the injector, so children come back through
@@ -18,6 +19,8 @@
  *   busy_and_thief [children [work_us [root_ms]]]     (defaults 12, 300, 3)
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +33,7 @@
 #define MAX_CHILDREN 64
 
 static long children = 12, work_us = 300, root_ms = 3;
+static _Atomic bool child_started; /* a child ran while the root was busy: it was stolen */
 
 static unsigned long long mono_us(void)
 {
@@ -57,6 +61,7 @@ static enum poll child_poll(void *self, struct context *cx, void *out)
 {
     struct child *c = self;
     if (c->polls++ == 0) {
+        atomic_store_explicit(&child_started, true, memory_order_relaxed); /* a flag only */
         work(work_us);
         if (yield_now_poll(&c->y, cx) == POLL_PENDING)
             return POLL_PENDING;
@@ -88,7 +93,15 @@ static enum poll root_poll(void *self, struct context *cx, void *out)
                 exit(1);
             }
         }
-        work(root_ms * 1000); /* the busy worker: its deque is there for the taking */
+        /* the busy worker: its deque is there for the taking. Busy for
+         * root_ms, and longer until a child has started (on a loaded
+         * machine the other worker may be slow to come): then at least one
+         * steal happened (the children are on this worker's deque, and this
+         * worker is here). At most 5 s. */
+        unsigned long long until = mono_us() + (unsigned long long)root_ms * 1000u, cap = until + 5000000u;
+        while (mono_us() < until || (!atomic_load_explicit(&child_started, memory_order_relaxed) &&
+                                     mono_us() < cap))
+            ;
     }
     for (; r->joined < r->spawned; r->joined++) {
         uint64_t v;
