@@ -35,6 +35,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,7 +113,17 @@ def same_code(base, dirs, inc_dirs, with_common):
             b = disassemble(ROOT, rel, tmp / "b", [*inc_dirs, *dirs])
             result[rel] = "identical" if a == b else "DIFFERENT"
             if a != b and (other := untraced_changes(base, rel)):
-                result[rel] = f"changed since by {', '.join(other)} (not tracing: not comparable)"
+                # the base with those commits' files as they are now: what
+                # is left is what tracing changed
+                patched = tmp / f"patched-{len(result)}"
+                shutil.copytree(old, patched)
+                for h in other:
+                    for f in git("show", "--format=", "--name-only", h).splitlines():
+                        if (ROOT / f).is_file() and (patched / f).parent.is_dir():
+                            shutil.copy(ROOT / f, patched / f)
+                a = disassemble(patched, rel, tmp / "a", [*inc_dirs, *dirs])
+                result[rel] = (f"identical (with {', '.join(other)}, a change that is not tracing, "
+                               f"applied to the base)" if a == b else "DIFFERENT")
         return result
 
 
@@ -166,9 +177,10 @@ def main():
             print(f"   {what}, against {git('rev-parse', '--short', base)}:")
             cmp = same_code(base, dirs, incs, with_common=marker is None)
             for rel, verdict in cmp.items():
-                print(f"     {verdict:9}  {rel}")
-            identical &= all(v == "identical" or v.startswith("changed since") for v in cmp.values())
-        print(f"   => {'the same machine code (where comparable)' if identical else 'some code differs'}\n")
+                print(f"     {verdict.split(' ', 1)[0]:9}  {rel}"
+                      + (f"  ({verdict.split(' ', 1)[1].strip('()')})" if " " in verdict else ""))
+            identical &= all(v.startswith("identical") for v in cmp.values())
+        print(f"   => {'the same machine code' if identical else 'some code differs'}\n")
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_TRACE")}
     env["BENCH_WORKERS"] = "2"
