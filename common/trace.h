@@ -12,7 +12,8 @@
  * Where the hooks sit, so that a student's runtime is traced too: in common/
  * code every stage calls (driver_park, driver_unpark, coop_proceed), and in
  * the given parts of the solutions, outside the student's marked regions
- * (task.h/task.c and executor.c of stage 03, time_driver.c of stage 05).
+ * (task.h/task.c and executor.c of stage 03, time_driver.c of stage 05,
+ * reactor.h/reactor.c of stage 06, runtime.h/runtime.c of stage 07).
  *
  * Events (one row each in the JSON; "ph" is the trace-event phase):
  *   spawn           "i"   a task was created; its id, future type and spawn site
@@ -48,20 +49,24 @@
  *       polled for 20.1 ms (threshold 10 ms)
  * on stderr, and leaves a "stall" instant in the trace.
  *
- * ---- for the people writing stages 06 and 07 ----
+ * ---- for a scheduler or a driver of your own ----
+ * What stages 06 and 07 do (docs/tracing.md#how-the-hooks-reach-your-code):
  * A scheduler's thread names itself: trace_thread_name("worker 0").
  * A scheduler that runs tasks through stage 03's task_run() gets spawn, poll,
  * wake and the stall lamp from task.h with nothing to add; its release hook
- * calls trace_task_complete(&t->trace) (executor.c shows it), and:
- *   - stage 07: trace_steal(victim, n) after a successful steal of n tasks;
- *     trace_injector_pull(n) after taking n tasks from the injector;
- *     parks and unparks are traced by driver_park/driver_unpark; a worker
- *     that parks on something else (a condition variable) brackets it with
- *     trace_park_begin(timeout_ns) and trace_park_end(woken).
- *   - stage 06: the reactor's dispatch loop (after epoll_wait returns)
- *     brackets its wakes with trace_source_begin(TRACE_SRC_IO) and
- *     trace_source_end(), and calls trace_io_ready(token, events) per event,
- *     so every wake inside is drawn as coming from I/O.
+ * calls trace_task_complete(&t->trace) (executor.c and stage 07's ws_release
+ * show it), and:
+ *   - stage 07: trace_steal(victim, n) after a successful steal of n tasks
+ *     from another worker; trace_injector_pull(n) after a worker took n tasks
+ *     from the injector (runtime.c wraps deque_steal_half, deque_steal and
+ *     injector_pop for it); parks and unparks are traced by
+ *     driver_park/driver_unpark; a worker that parks on something else (a
+ *     condition variable) brackets it with trace_park_begin(timeout_ns) and
+ *     trace_park_end(woken), and its waker calls trace_unpark().
+ *   - stage 06: the reactor's dispatch (after epoll_wait returns) is
+ *     bracketed with trace_source_begin(TRACE_SRC_IO) and trace_source_end(),
+ *     with trace_io_ready(token, events) per event, so every wake inside is
+ *     drawn as coming from I/O (reactor.c's reactor_dispatch_traced).
  *
  * Threads: every hook may be called from any thread; each thread records into
  * its own buffer without a lock. trace_write() may run while other threads
