@@ -45,6 +45,22 @@ def test_echo_server_and_load_client(b):
     assert re.search(r"^p99_us [\d.]+$", out.stdout, re.M), out.stdout
 
 
+def test_echo_server_exits_after_its_connections(b):
+    """echo_server PORT N serves N connections to their end and exits 0 (how
+    make trace STAGE=6 runs it, so that the trace is written at exit)."""
+    p = subprocess.Popen([str(b / "echo_server"), "0", "3"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = re.search(r":(\d+)$", p.stdout.readline().strip()).group(1)
+        out = subprocess.run([str(b / "load_client"), "127.0.0.1", port, "3", "20", "100"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "round_trips 60" in out.stdout, out.stdout + out.stderr
+        assert p.wait(timeout=20) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_http_hello(b):
     p, port = serve(b / "http_hello")
     try:
