@@ -213,12 +213,12 @@ def test_echo_server_under_load_wakes_come_from_io(echo_server, tmp_path):
     ready = [e for e in events if e["name"] == "readiness"]
     turns = [e for e in events if e["name"] == "reactor" and e["ph"] == "B"]
     wakes = [e for e in events if e["ph"] == "B" and e.get("cat") == "wake"]
-    assert turns and len(ready) >= 100, f"{len(turns)} reactor turns, {len(ready)} readiness events"
+    assert turns and len(ready) >= 50, f"{len(turns)} reactor turns, {len(ready)} readiness events"
     assert all(e["args"]["token"] > 0 and e["args"]["events"] > 0 for e in ready)
-    assert len(wakes) >= 100 and {w["args"]["source"] for w in wakes} == {"io"}, \
+    assert len(wakes) >= 50 and {w["args"]["source"] for w in wakes} == {"io"}, \
         {w["args"]["source"] for w in wakes}
     polls = sum(1 for e in events if e["ph"] == "B" and e.get("cat") == "poll")
-    assert polls >= 100 and sum(1 for e in events if e["name"].startswith("complete")) == 3, \
+    assert polls >= 50 and sum(1 for e in events if e["name"].startswith("complete")) == 3, \
         "the acceptor and the two connections complete"
 
 
