@@ -436,12 +436,12 @@ LAB_TEST(join_race, waker_and_completion_race, 30)
  * slot holds the woken waker, the handle's to drop, and writing a new waker
  * there loses it. The gap is a few instructions wide, so the test only makes
  * it likely: one poller thread, reused for every round, polls the handle in a
- * tight loop (mostly with the stored waker itself, which costs the
- * registration no clone, so most of the loop is spent between the two looks;
- * sometimes alternating two wakers) while the test's thread, which owns the
- * executor, completes the task at a random moment. Each round is a fresh
- * task; the rounds stop after a fixed count or about a second, whichever
- * comes first. */
+ * tight loop (in three rounds of four with the stored waker itself, which
+ * costs the registration no clone, so a good share of each poll lies between
+ * the two looks; else alternating two wakers) while the test's thread,
+ * which owns the executor, completes the task at a random moment. Each round
+ * is a fresh task; the rounds stop after a fixed count or about a second,
+ * whichever comes first. */
 struct gap_poller {
     pthread_t thread;
     struct counting_waker *cw[2];
