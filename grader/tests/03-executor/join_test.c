@@ -22,37 +22,62 @@ static void expect_books_balanced(struct counting_waker *cw, const char *what)
 
 /* ---- the joiner's waker ---------------------------------------------------------------- */
 
-LAB_TEST(join, pending_then_ready_wakes_joiner, 10)
+/* Registers first's waker (Pending), lets the task complete (first is woken),
+ * then polls again with then's waker, the same one or another: Ready with the
+ * output, and every waker's books balance once the handle is dropped. */
+static void woken_then_polled(struct counting_waker *first, struct counting_waker *then, const char *what)
 {
     struct executor *ex = new_executor();
     struct probe_stats t;
     probe_init(&t, step_stash_once, NULL);
     t.value = 7;
     struct join_handle *jh = spawn_probe(ex, &t, NULL);
-    struct counting_waker *cw = counting_waker_new("joiner");
-    struct waker w = counting_waker_get(cw);
-    struct context cx = context_from_waker(&w);
+    struct waker w1 = counting_waker_get(first), w2 = counting_waker_get(then);
+    struct context c1 = context_from_waker(&w1), c2 = context_from_waker(&w2);
     uint64_t out = 0;
-    enum join_status js;
-    cr_assert_eq(join_handle_poll(jh, &cx, &out, &js), POLL_PENDING, "join_handle_poll of a task "
+    enum join_status js = JOIN_CANCELLED;
+    cr_assert_eq(join_handle_poll(jh, &c1, &out, &js), POLL_PENDING, "join_handle_poll of a task "
                  "that has not run said Ready");
     cr_assert(state_of(jh) & TASK_JOIN_WAKER, "after a Pending join_handle_poll, JOIN_WAKER is not "
               "set (%s): the joiner's waker must be stored and published", state_str(state_of(jh)));
     cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_IDLE, "run_until_idle with a pending task");
-    cr_assert_eq(counting_waker_woken(cw), 0, "the joiner was woken although the task has not finished");
+    cr_assert_eq(counting_waker_woken(first), 0, "the joiner was woken although the task has not finished");
     struct waker s = probe_take_stash(&t);
     waker_wake(&s);
     cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_OK, "the task did not finish after its wake");
-    cr_assert_eq(counting_waker_woken(cw), 1, "the task completed and its joiner was woken %u times; "
-                 "expected exactly once", counting_waker_woken(cw));
-    cr_assert_eq(join_handle_poll(jh, &cx, &out, &js), POLL_READY, "join_handle_poll after completion "
-                 "said Pending");
+    cr_assert_eq(counting_waker_woken(first), 1, "the task completed and its joiner was woken %u times; "
+                 "expected exactly once", counting_waker_woken(first));
+    cr_assert_eq(join_handle_poll(jh, &c2, &out, &js), POLL_READY, "join_handle_poll after completion "
+                 "(with %s) said Pending", first == then ? "the same waker" : "a new waker");
     cr_assert_eq(js, JOIN_OK, "a finished task's join handle says cancelled");
     cr_assert_eq(out, 7, "the join handle gave %llu; expected the output 7", (unsigned long long)out);
     join_handle_drop(jh);
-    expect_books_balanced(cw, "a joiner woken at completion");
+    expect_books_balanced(first, what);
+    if (then != first)
+        expect_books_balanced(then, "a waker given to join_handle_poll after completion (it must not "
+                              "stay stored: nobody will ever wake it)");
     executor_free(ex);
     probe_destroy(&t);
+}
+
+LAB_TEST(join, pending_then_ready_wakes_joiner, 10)
+{
+    struct counting_waker *cw = counting_waker_new("joiner");
+    woken_then_polled(cw, cw, "a joiner woken at completion");
+}
+
+/* The task completes and wakes the stored waker A; then the handle is polled
+ * with another waker B. The completing thread woke A by reference and left it
+ * in the slot (rule 4): the slot is the handle's again, holding a woken waker
+ * the handle must drop. A poll that registered B now would write over A, and
+ * A would leak: a handle that finds COMPLETE set registers nothing. */
+LAB_TEST(join, new_waker_after_completion, 10)
+{
+    struct counting_waker *a = counting_waker_new("joiner before completion");
+    struct counting_waker *b = counting_waker_new("joiner after completion");
+    woken_then_polled(a, b, "the waker registered before completion, woken by the completing thread "
+                      "and left in the slot for the join handle to drop (rule 4); a poll after "
+                      "completion must not write a new waker over it");
 }
 
 LAB_TEST(join, latest_joiner_waker_only, 10)
@@ -402,4 +427,152 @@ LAB_TEST(join_race, waker_and_completion_race, 30)
         executor_free(ex);
         probe_destroy(&t);
     }
+}
+
+/* The gap between join_handle_poll's first look at the state word and the
+ * registration's own look. If the completing thread does the whole of rule 4
+ * in that gap (COMPLETE, wake the stored waker by reference, clear
+ * JOIN_WAKER), the registration finds JOIN_WAKER clear and COMPLETE set: the
+ * slot holds the woken waker, the handle's to drop, and writing a new waker
+ * there loses it. The gap is a few instructions wide, so the test only makes
+ * it likely: one poller thread, reused for every round, polls the handle in a
+ * tight loop (in three rounds of four with the stored waker itself, which
+ * costs the registration no clone, so a good share of each poll lies between
+ * the two looks; else alternating two wakers) while the test's thread,
+ * which owns the executor, completes the task at a random moment. Each round
+ * is a fresh task; the rounds stop after a fixed count or about a second,
+ * whichever comes first. */
+struct gap_poller {
+    pthread_t thread;
+    struct counting_waker *cw[2];
+    struct join_handle *jh;  /* this round's, written before `go` */
+    bool alternate;          /* this round: alternate the two wakers */
+    atomic_uint go;          /* test -> poller: round n's handle is ready */
+    atomic_uint armed;       /* poller -> test: round n's first poll is done */
+    atomic_uint done;        /* poller -> test: round n's handle was Ready and dropped */
+    atomic_bool quit;
+    /* round n's results, written before `done` */
+    enum poll first;
+    bool gave_up;            /* still Pending RESCUE_MS after the task completed */
+    enum join_status js;
+    uint64_t out;
+};
+
+/* Spins (yielding now and then) until *word == want, or ms pass. */
+static bool await_round(atomic_uint *word, unsigned want, unsigned ms)
+{
+    uint64_t deadline = monotonic_ns() + (uint64_t)ms * MS_NS;
+    for (unsigned spins = 0; atomic_load_explicit(word, memory_order_acquire) != want; spins++) {
+        /* acquire: pairs with the other side's release: its round is visible */
+        if (spins % 64 == 63) {
+            sched_yield();
+            if (monotonic_ns() > deadline)
+                return false;
+        }
+    }
+    return true;
+}
+
+static void *gap_poller_main(void *arg)
+{
+    struct gap_poller *p = arg;
+    for (unsigned n = 1;; n++) {
+        for (unsigned spins = 0; atomic_load_explicit(&p->go, memory_order_acquire) != n; spins++) {
+            /* acquire: pairs with the test's release of `go`: jh is visible */
+            if (atomic_load_explicit(&p->quit, memory_order_relaxed))
+                return NULL;
+            if (spins % 64 == 63)
+                sched_yield();
+        }
+        struct waker w[2] = { counting_waker_get(p->cw[0]), counting_waker_get(p->cw[1]) };
+        struct context cx[2] = { context_from_waker(&w[0]), context_from_waker(&w[1]) };
+        enum join_status js = JOIN_CANCELLED;
+        uint64_t out = 0;
+        p->gave_up = false;
+        p->first = join_handle_poll(p->jh, &cx[0], &out, &js);
+        atomic_store_explicit(&p->armed, n, memory_order_release); /* pairs with await_round's acquire */
+        if (p->first == POLL_PENDING) {
+            uint64_t deadline = 0;
+            for (unsigned i = 1;; i++) {
+                if (join_handle_poll(p->jh, &cx[p->alternate ? i & 1 : 0], &out, &js) == POLL_READY)
+                    break;
+                if (i % 1024 == 0) {
+                    /* A handle that never says Ready: give up RESCUE_MS after completion. */
+                    if (!join_handle_is_finished(p->jh))
+                        continue;
+                    if (!deadline)
+                        deadline = monotonic_ns() + (uint64_t)RESCUE_MS * MS_NS;
+                    else if (monotonic_ns() > deadline) {
+                        p->gave_up = true;
+                        break;
+                    }
+                }
+            }
+        }
+        p->js = js;
+        p->out = out;
+        join_handle_drop(p->jh);
+        atomic_store_explicit(&p->done, n, memory_order_release); /* pairs with await_round's acquire */
+    }
+}
+
+LAB_TEST(join_race, register_after_completion, 30)
+{
+    const unsigned rounds = lab_scale(100000, 100);
+    const uint64_t budget_ns = 1000 * MS_NS; /* the rounds stop here, whatever the count */
+    uint64_t rng = lab_seed();
+    struct executor *ex = new_executor();
+    struct gap_poller p = { .cw = { counting_waker_new("joiner A"), counting_waker_new("joiner B") } };
+    atomic_init(&p.go, 0);
+    atomic_init(&p.armed, 0);
+    atomic_init(&p.done, 0);
+    atomic_init(&p.quit, false);
+    cr_assert_eq(pthread_create(&p.thread, NULL, gap_poller_main, &p), 0, "could not start a thread");
+    uint64_t start = monotonic_ns();
+    unsigned k;
+    for (k = 0; k < rounds && monotonic_ns() - start < budget_ns; k++) {
+        struct probe_stats t;
+        probe_init(&t, step_stash_once, NULL);
+        t.value = k;
+        p.jh = spawn_probe(ex, &t, NULL);
+        p.alternate = lab_rand(&rng) % 4 == 0;
+        cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_IDLE, "round %u: run_until_idle with a "
+                     "pending task", k);
+        struct waker s = probe_take_stash(&t);
+        atomic_store_explicit(&p.go, k + 1, memory_order_release); /* pairs with the poller's acquire */
+        cr_assert(await_round(&p.armed, k + 1, RESCUE_MS), "round %u: the poller's first "
+                  "join_handle_poll did not return", k);
+        cr_assert_eq(p.first, POLL_PENDING, "round %u: join_handle_poll said Ready before the task "
+                     "completed", k);
+        uint64_t spin = lab_rand(&rng) % 1024;
+        for (volatile uint64_t i = 0; i < spin; i++)
+            ;
+        waker_wake(&s);
+        cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_OK, "round %u: the task did not finish "
+                     "after its wake", k);
+        cr_assert(await_round(&p.done, k + 1, 2 * RESCUE_MS), "round %u: the poller's loop did not "
+                  "end: join_handle_poll kept saying Pending after the task completed", k);
+        cr_assert_not(p.gave_up, "round %u: the task completed and join_handle_poll, polled again "
+                      "and again for %u ms, kept saying Pending", k, RESCUE_MS);
+        cr_assert_eq(p.js, JOIN_OK, "round %u: the join handle says cancelled", k);
+        cr_assert_eq(p.out, k, "round %u: the join handle gave %llu; expected %u", k,
+                     (unsigned long long)p.out, k);
+        for (int i = 0; i < 2; i++) {
+            struct waker_counts c = counting_waker_counts(p.cw[i]);
+            cr_assert_eq(c.live, 1, "round %u: %s has %ld live references after the join handle "
+                         "was dropped (clones %u, drops %u, wakes %u); expected 1. The task completed "
+                         "while the handle was being polled: if the completing thread woke the stored "
+                         "waker and cleared JOIN_WAKER between join_handle_poll's look at the state "
+                         "word and the registration's, the registration must see COMPLETE in its own "
+                         "look and register nothing (rule 4); writing the slot loses the woken waker",
+                         k, counting_waker_label(p.cw[i]), c.live, c.clones, c.drops, c.wakes);
+        }
+        probe_destroy(&t);
+    }
+    atomic_store_explicit(&p.quit, true, memory_order_relaxed);
+    pthread_join(p.thread, NULL);
+    lab_note("%u rounds in %.2f s", k, (double)(monotonic_ns() - start) / 1e9);
+    for (int i = 0; i < 2; i++)
+        counting_waker_free(p.cw[i]);
+    executor_free(ex);
 }
