@@ -22,6 +22,14 @@ far as the machine allows, and the grader says how far that was:
             and each run has its own) and `kill -9 -1` as that user does the
             killing; otherwise there is no process limit, and the report says
             so. LAB_SANDBOX_CGROUP=0 leaves the cgroup out (to test that path).
+  files     A new mount namespace with an empty /tmp and /dev/shm of its own
+            (tmpfs), the run's private directory bound back in at its place.
+            Criterion names its socket /tmp/criterion_<pid>.sock and its
+            shared memory /dev/shm/bxfi_<pid>: with pids recycled (pid_max
+            is often 32768) and runs killed before they clean up, a stale one
+            owned by another run's user id made the runner abort with
+            "Address already in use". Where the kernel refuses, the run sees
+            the machine's /tmp, and the report says so.
 
 Every step that runs in the child (between fork and exec) is plain system
 calls through ctypes and os, with no allocation-heavy Python in between.
@@ -45,8 +53,15 @@ PIDS_MAX = 512          # tasks (processes and threads) in one run
 UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
 COPY_BACK_FILES = 20000  # at most this many files come back from a run's directory
 
+CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+PRIVATE_DIRS = ("/tmp", "/dev/shm")  # each run gets empty ones
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
@@ -58,6 +73,32 @@ def _unshare(flags):
     if _libc.unshare(flags) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def _mount(source, target, fstype, flags, data):
+    enc = (lambda v: None if v is None else v.encode())
+    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _private_dirs(home):
+    """In a new mount namespace: empty tmpfs on /tmp and /dev/shm, with the
+    run's private directory (home, which may live under /tmp) bound back in
+    at the same path."""
+    _unshare(CLONE_NEWNS)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing of ours propagates out
+    keep = os.open(home, os.O_PATH | os.O_DIRECTORY) if home is not None else -1
+    try:
+        for d in PRIVATE_DIRS:
+            if os.path.isdir(d):
+                _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        if keep >= 0 and any(str(home).startswith(d + "/") for d in PRIVATE_DIRS):
+            os.makedirs(home, mode=0o711, exist_ok=True)
+            _mount(f"/proc/self/fd/{keep}", str(home), None, MS_BIND, None)
+    finally:
+        if keep >= 0:
+            os.close(keep)
 
 
 def _loopback_up():
@@ -113,6 +154,8 @@ class Jail:
             _write("/proc/self/uid_map", f"{uid} {uid} 1")
             _write("/proc/self/gid_map", f"{gid} {gid} 1")
             _loopback_up()
+        if sb.private_dirs:
+            _private_dirs(self.home)
         if self.uid >= 0:
             if self.cgroup is None:
                 import resource
@@ -202,6 +245,7 @@ class Sandbox:
         self.pids_root = (_pids_root() if enabled and self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
                           else None)
         self.netns = "none"
+        self.private_dirs = False  # own /tmp and /dev/shm (a mount namespace)
         self.why_not = []   # what could not be had, in plain words
         self.base = None
         self._group = None
@@ -228,6 +272,11 @@ class Sandbox:
                 break
             self.netns = "none"
             self.why_not.append(f"the machine's network is shared: a network namespace was refused ({err})")
+        self.private_dirs = True
+        err = self._probe()
+        if err is not None:
+            self.private_dirs = False
+            self.why_not.append(f"the machine's /tmp and /dev/shm are shared: a mount namespace was refused ({err})")
 
     def _probe(self):
         """Tries a jail in a child Python process; None when it worked, else
@@ -235,8 +284,9 @@ class Sandbox:
         jail = self.jail()
         here = str(pathlib.Path(__file__).resolve().parent.parent)
         code = ("import sys, types; sys.path.insert(0, %r); from lab_grader import sandbox as s; "
-                "s._probe_child(types.SimpleNamespace(netns=%r), %d, %r)"
-                % (here, self.netns, jail.uid, str(jail.cgroup) if jail.cgroup else ""))
+                "s._probe_child(types.SimpleNamespace(netns=%r, private_dirs=%r), %d, %r, %r)"
+                % (here, self.netns, self.private_dirs, jail.uid, str(jail.cgroup) if jail.cgroup else "",
+                   str(jail.home)))
         try:
             p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
                                cwd=jail.home)
@@ -267,6 +317,8 @@ class Sandbox:
         parts = []
         parts.append("each run as a user id of its own" if self.root else "as your own user")
         parts.append("own network namespace (loopback only)" if self.netns != "none" else "shared network")
+        if self.private_dirs:
+            parts.append("own /tmp and /dev/shm")
         if self._group is not None:
             parts.append(f"at most {PIDS_MAX} tasks (pids cgroup)")
         elif self.root:
@@ -320,11 +372,14 @@ def _remove_stale_groups(root):
             pass
 
 
-def _probe_child(sb, uid, cgroup):
+def _probe_child(sb, uid, cgroup, home):
     """Sandbox._probe's child: one jail's steps, then exit 0, or print why not."""
-    jail = Jail(sb, uid=uid, cgroup=pathlib.Path(cgroup) if cgroup else None)
+    jail = Jail(sb, uid=uid, cgroup=pathlib.Path(cgroup) if cgroup else None, home=pathlib.Path(home))
     try:
         jail.preexec()
+        if sb.private_dirs and not os.path.isdir(home):
+            print(f"the run's directory {home} is missing inside the new /tmp")
+            sys.exit(1)
     except OSError as e:
         print(e.strerror or str(e))
         sys.exit(1)

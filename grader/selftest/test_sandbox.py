@@ -28,7 +28,8 @@ ANCHOR = "    /* BEGIN STUDENT: allocate one shared state"
 def caps():
     sb = sandbox.Sandbox()
     try:
-        yield {"root": sb.root, "netns": sb.netns != "none", "pids": sb.root or sb.pids_root is not None}
+        yield {"root": sb.root, "netns": sb.netns != "none", "pids": sb.root or sb.pids_root is not None,
+               "private_dirs": sb.private_dirs}
     finally:
         sb.close()
 
@@ -187,3 +188,39 @@ def test_a_changed_grader_file_means_no_score(tmp_path, caps):
     out = p.stdout + p.stderr
     assert victim.read_bytes() == before, "a jailed test wrote to the grader's test source"
     assert p.returncode == 0 and "NOT TRUSTED" not in out, out[-3000:]
+
+
+def test_stale_criterion_sockets_of_other_users(tmp_path, caps):
+    """Criterion's runner binds /tmp/criterion_<its pid>.sock. A stale one left
+    by a killed run of another user id (pids recycle: pid_max is often 32768)
+    cannot be removed by this run's user id in the sticky /tmp, and the runner
+    aborted with "Could not initialize the message server: Address already in
+    use" (seen in make test as "the test did not run"). Each run has its own
+    /tmp now: plant such sockets for the next few thousand pids and grade."""
+    if not caps["root"] or not caps["private_dirs"]:
+        pytest.skip("needs root (a user id per run) and mount namespaces (a /tmp per run)")
+    pid_max = int(pathlib.Path("/proc/sys/kernel/pid_max").read_text())
+    last = int(pathlib.Path("/proc/sys/kernel/ns_last_pid").read_text())
+    planted = []
+    try:
+        for k in range(1, 6000):
+            path = f"/tmp/criterion_{(last + k) % pid_max}.sock"
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.bind(path)  # fails if the path exists (a live runner's): leave that one alone
+            except OSError:
+                continue
+            finally:
+                s.close()
+            os.chown(path, 4242, 4242)
+            planted.append(path)
+        g = grade(tmp_path, ROOT / "solutions", stage="01-signal", timeout=300)
+    finally:
+        for path in planted:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    assert len(planted) > 1000
+    assert g.returncode == 0, "a stale socket of another user id stopped a run:\n" + g.output[-3000:]
+    assert "own /tmp and /dev/shm" in g.output
