@@ -305,6 +305,10 @@ class Grader:
         slow = [t for t, o in outs.items() if o.verdict == "timeout"]
         if not slow:
             return
+        self._retry_unbegun(outs, inv, [t for t in slow if not outs[t].began])
+        slow = [t for t, o in outs.items() if o.verdict == "timeout"]
+        if not slow:
+            return
         ref = self.reference_binary(stage, variant)
         if ref is None:
             return
@@ -331,6 +335,26 @@ class Grader:
             o.message = (f"too slow to judge, rerun: the reference solution {took} on this machine just now "
                          f"(is it loaded?)")
             o.details = []
+
+    def _retry_unbegun(self, outs, inv, tests):
+        """A test that timed out before its body began (no BEGIN record: the
+        worker process was never scheduled, or its start-up stalled, on a
+        machine under heavy load) has not run any code under test yet, so it
+        is run once more on the same binary before it is judged."""
+        if not tests:
+            return
+        d = inv.run_dir.parent / f"{inv.run_dir.name}-again"
+        moved = run.mover({str(inv.run_dir): str(d)})
+        again = dataclasses.replace(inv, tests=tests, run_dir=d,
+                                    env={k: moved(v) for k, v in inv.env.items()},
+                                    wrapper=[moved(w) for w in inv.wrapper],
+                                    make_dirs=[moved(str(m)) for m in inv.make_dirs])
+        second = self._judge_all(tests, self._invoke(again), inv.binary, {})
+        for t in tests:
+            first = outs[t]
+            outs[t] = second[t]
+            outs[t].details.insert(0, f"the first run timed out after {first.seconds:.1f} s before the test began "
+                                      "(the machine did not start it): this is the second run")
 
     def hang_hints(self, stage):
         hints = {}

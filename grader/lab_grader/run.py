@@ -78,6 +78,7 @@ class Outcome:
     seed: str = ""
     notes: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    began: bool = True        # the test body wrote its BEGIN record
 
     @property
     def passed(self):
@@ -271,7 +272,7 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
     run = runs[-1] if runs else None
     seed = run.seed if run else ""
     notes = run.notes if run else []
-    o = Outcome(test=test, verdict="missing", seed=seed, notes=notes)
+    o = Outcome(test=test, verdict="missing", seed=seed, notes=notes, began=run is not None)
     if run and run.todo:
         o.verdict, o.message = "not-started", f"not started: {records.short_path(run.todo)}"
         return o

@@ -42,3 +42,37 @@ def test_a_reference_as_slow_means_too_slow_to_judge(tmp_path):
     data = json.loads(results.read_text())
     assert data["score"] == 0
     assert time.monotonic() - start < 120, "the second run must be bounded by the same test limit"
+
+
+def test_a_timeout_before_begin_is_run_again(tmp_path):
+    """A timeout with no BEGIN record: the test body never started (a worker
+    the loaded machine did not get going: seen once in make test, a stage 01
+    test of microseconds "timed out after 5 s" with no watchdog record). No
+    code under test ran, so the grader runs it once more before judging; a
+    timeout after BEGIN is judged at once."""
+    sys.path.insert(0, str(GRADER))
+    from lab_grader import grader as grader_mod, run as run_mod
+
+    class Fake:
+        def __init__(self):
+            self.invoked = []
+
+        def _invoke(self, inv):
+            self.invoked.append(inv)
+            return None
+
+        def _judge_all(self, tests, result, binary, hints):
+            return {t: run_mod.Outcome(test=t, verdict="pass") for t in tests}
+
+    report = {"s::early": ("ERRORED", "timeout", "", 5.0), "s::late": ("ERRORED", "timeout", "", 5.0)}
+    recs = run_mod.records.read_dir(tmp_path)  # empty
+    recs["s::late"] = run_mod.records.parse("BEGIN 1 s::late\n")
+    outs = {t: run_mod.judge(t, report, recs, None, "n") for t in report}
+    assert not outs["s::early"].began and outs["s::late"].began
+    inv = run_mod.Invocation(tmp_path / "bin", list(report), tmp_path / "run" / "0", env={})
+    fake = Fake()
+    grader_mod.Grader._retry_unbegun(fake, outs, inv, [t for t, o in outs.items() if not o.began])
+    assert [i.tests for i in fake.invoked] == [["s::early"]]
+    assert fake.invoked[0].run_dir.name == "0-again"
+    assert outs["s::early"].passed and "before the test began" in outs["s::early"].details[0]
+    assert outs["s::late"].verdict == "timeout"
