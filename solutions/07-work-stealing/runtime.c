@@ -7,7 +7,7 @@
  *   lifo: an atomic pointer that only its worker fills; its worker and any
  *     searcher empty it, each with one exchange, so a queue entry is taken
  *     once (a task in the slot of a worker stuck in a long poll is stolen,
- *     not stranded: docs/07-work-stealing.md#the-lifo-slot);
+ *     not stranded: docs/07-work-stealing.md#a-long-poll-must-not-strand-the-slot);
  *   injector: its own mutex (injector.h);
  *   idle_state, sleepers: the idle protocol below;
  *   owned list: owned_lock.
@@ -283,7 +283,7 @@ static inline void park_idle(struct ws_worker *w)
 {
     struct ws_runtime *rt = w->rt;
     test_point(rt, WS_TEST_BEFORE_PARK, w->index);
-    /* BEGIN STUDENT: announce (leave the searching and unparked counts, join the sleepers) with a seq_cst RMW; look at every queue again; work: take the announcement back; else park, then count yourself awake (docs/07-work-stealing.md#the-idle-protocol) */
+    /* BEGIN STUDENT: announce (leave the searching and unparked counts, join the sleepers) with a seq_cst RMW; another worker still awake? park with the watch's timeout (w->watch_ns, doubled up to WS_WATCH_MAX_NS), else for ever; look at every queue again; work: take the announcement back; else park, then count yourself awake (docs/07-work-stealing.md#the-idle-protocol) */
     pthread_mutex_lock(&rt->idle_lock);
     uint64_t dec = IDLE_UNPARKED_ONE | (w->searching ? IDLE_SEARCHING_ONE : 0);
     uint64_t prev = atomic_fetch_sub_explicit(&rt->idle_state, dec, memory_order_seq_cst);
@@ -331,7 +331,7 @@ static inline void push_local(struct ws_worker *w, struct task *t)
 
 static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reason why)
 {
-    /* BEGIN STUDENT: not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes) */
+    /* BEGIN STUDENT: not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot, filled with a release exchange and no notify (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes) */
     struct ws_runtime *rt = rt_of(s);
     struct ws_worker *w = current;
     if (!w || w->rt != rt) {
@@ -409,7 +409,7 @@ static inline struct task *next_task(struct ws_worker *w)
  * injector. */
 static inline struct task *search(struct ws_worker *w)
 {
-    /* BEGIN STUDENT: become a searcher (if allowed); from a random victim on, steal half; keep the oldest to run, push the rest; then the injector (docs/07-work-stealing.md#stealing) */
+    /* BEGIN STUDENT: become a searcher (if allowed); from a random victim on, steal half; keep the oldest to run, push the rest; then the injector; last, as a searcher, the other workers' LIFO slots, each with an exchange (docs/07-work-stealing.md#stealing, #a-long-poll-must-not-strand-the-slot) */
     struct ws_runtime *rt = w->rt;
     if (transition_to_searching(w) && rt->nworkers > 1) {
         unsigned n = rt->nworkers;
