@@ -70,13 +70,15 @@ struct chan {
     bool bounded;
     bool closed;
     struct waitlist receivers, senders;
-    /* unbounded: the block list (above) */
-    _Atomic uint64_t tx;                  /* index << 1 | closed: seq_cst */
+    /* unbounded: the block list (above), one cache line per writer, so
+     * that the senders' CAS on tx and the receiver's stores do not take
+     * the line of what the other side only reads */
+    _Alignas(64) _Atomic uint64_t tx;     /* index << 1 | closed: seq_cst; the senders' line */
     _Atomic(struct block *) tx_block;     /* a block at or before the newest claim's; moves forward */
     _Atomic(struct block *) spare;        /* one free block for the next link, or NULL */
+    _Alignas(64) _Atomic size_t rx_waiting; /* receivers on the list (changed under lock): read by every send */
     _Atomic bool uclosed;                 /* TX_CLOSED is set: a hint for the receiver */
-    _Atomic size_t rx_waiting;            /* receivers on the list (changed under lock) */
-    _Atomic bool rx_busy;                 /* a receiver is reading: the fields below are its */
+    _Alignas(64) _Atomic bool rx_busy;    /* a receiver is reading: the fields below are its */
     struct block *rx_block;               /* the block of rx_index */
     _Atomic uint64_t rx_index;            /* the next message to receive (chan_len reads it) */
     struct block *retired;                /* blocks the receiver left, not yet freed */
@@ -396,9 +398,11 @@ static inline enum poll urecv_poll(struct chan_recv *r, struct context *cx, uint
 
 struct chan *chan_new(size_t capacity)
 {
-    struct chan *c = calloc(1, sizeof *c);
+    /* aligned: the cache lines of struct chan (sizeof is a multiple of 64) */
+    struct chan *c = aligned_alloc(64, sizeof *c);
     if (!c)
         return NULL;
+    memset(c, 0, sizeof *c);
     c->bounded = capacity > 0;
     if (c->bounded) {
         c->cap = capacity;
