@@ -59,6 +59,12 @@ LAB_TEST(sched, spawn_from_outside_and_inside, 20)
     cr_assert_null(ws_current(), "ws_current() outside any worker is not NULL");
     atomic_uint outside;
     atomic_init(&outside, 0);
+    /* first onto a runtime whose workers all sleep (parked for good: no
+     * worker is awake, so none keeps a watch): the spawn must wake one */
+    cr_assert(wait_sleepers(rt, 2, RESCUE_MS), "the idle workers never went to sleep");
+    cr_assert(join_within(spawn_step(rt, step_ready, &outside), RESCUE_MS), "a task spawned from outside "
+              "while every worker slept never ran: a push to the injector must notify (wake a sleeper)");
+    atomic_store(&outside, 0);
     unsigned n = lab_scale(2000, 50);
     struct join_handle **jh = calloc(n, sizeof *jh);
     for (unsigned i = 0; i < n; i++)
@@ -598,6 +604,9 @@ static void *outside_waker(void *arg)
 static void storm(unsigned workers, unsigned n, unsigned target, const char *what)
 {
     struct ws_runtime *rt = new_runtime(workers);
+    /* the spawns below find every worker asleep (for good: none is awake to
+     * keep a watch), so they must wake one */
+    cr_assert(wait_sleepers(rt, workers, RESCUE_MS), "the idle workers never went to sleep");
     struct storm_task *all = calloc(n, sizeof *all);
     for (unsigned i = 0; i < n; i++) {
         slot_init(&all[i].slot);
