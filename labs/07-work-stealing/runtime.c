@@ -68,9 +68,11 @@ static inline uint64_t idle_unparked(uint64_t s) { return s >> 16; }
 
 struct ws_worker {
     struct deque deque;               /* first: aligned to 64 */
-    _Atomic(struct task *) lifo;      /* the LIFO slot: one queue reference, or NULL;
-                                         filled by its worker, emptied by anyone */
-    struct ws_runtime *rt;
+    /* the LIFO slot: one queue reference, or NULL; filled by its worker,
+     * emptied by anyone. A line of its own: searchers read it, and must not
+     * take the line of the worker's own fields below with it. */
+    _Alignas(64) _Atomic(struct task *) lifo;
+    _Alignas(64) struct ws_runtime *rt;
     unsigned index;
     /* own */
     unsigned tick;                    /* tasks taken so far (fairness) */

@@ -67,9 +67,11 @@ static inline uint64_t idle_unparked(uint64_t s) { return s >> 16; }
 
 struct ws_worker {
     struct deque deque;               /* first: aligned to 64 */
-    _Atomic(struct task *) lifo;      /* the LIFO slot: one queue reference, or NULL;
-                                         filled by its worker, emptied by anyone */
-    struct ws_runtime *rt;
+    /* the LIFO slot: one queue reference, or NULL; filled by its worker,
+     * emptied by anyone. A line of its own: searchers read it, and must not
+     * take the line of the worker's own fields below with it. */
+    _Alignas(64) _Atomic(struct task *) lifo;
+    _Alignas(64) struct ws_runtime *rt;
     unsigned index;
     /* own */
     unsigned tick;                    /* tasks taken so far (fairness) */
@@ -460,7 +462,10 @@ static inline void run_task(struct ws_worker *w, struct task *t)
         coop_reset(COOP_BUDGET_DEFAULT);
         task_run(t); /* consumes the queue reference */
         /* relaxed: only this thread fills the slot; a searcher may have
-         * emptied it (then NULL), never filled it */
+         * emptied it (then NULL), never filled it. Load first: an exchange
+         * on an empty slot would write the line searchers read. */
+        if (!atomic_load_explicit(&w->lifo, memory_order_relaxed))
+            break;
         struct task *next = atomic_exchange_explicit(&w->lifo, NULL, memory_order_relaxed);
         if (!next)
             break;
