@@ -22,7 +22,9 @@
  * i - i % BLOCK_SLOTS. The blocks form a list, oldest first.
  *
  *   tx (one word): index of the next message << 1 | closed
- *   a sender: claim i with a CAS on tx (refused when closed); find i's block
+ *   a sender: claim i with a fetch_add on tx (a claim that finds closed
+ *             set is refused: i is at or past the close index, which the
+ *             receiver never reads); find i's block
  *             from tx_block, forward through next (linking a new block at
  *             the end) or back through prev; move tx_block forward to it;
  *             write the value; set the slot's ready flag, its last touch of
@@ -76,7 +78,8 @@ struct chan {
     _Atomic(struct block *) tx_block;     /* a block at or before the newest claim's; moves forward */
     _Atomic(struct block *) spare;        /* one free block for the next link, or NULL */
     _Alignas(64) _Atomic size_t rx_waiting; /* receivers on the list (changed under lock): read by every send */
-    _Atomic bool uclosed;                 /* TX_CLOSED is set: a hint for the receiver */
+    _Atomic bool uclosed;                 /* closed: close_index is set (release) */
+    uint64_t close_index;                 /* the index frozen by chan_close: written before uclosed */
     _Alignas(64) _Atomic bool rx_busy;    /* a receiver is reading: the fields below are its */
     struct block *rx_block;               /* the block of rx_index */
     _Atomic uint64_t rx_index;            /* the next message to receive (chan_len reads it) */
@@ -150,13 +153,11 @@ static void tx_block_advance(struct chan *c, struct block *from, struct block *b
 /* Appends v; false when the channel is closed. */
 static bool ulist_push(struct chan *c, uint64_t v)
 {
-    uint64_t t = atomic_load_explicit(&c->tx, memory_order_relaxed);
-    do {
-        if (t & TX_CLOSED)
-            return false;
-        /* seq_cst: before our load of tx_block, against tx_block_advance */
-    } while (!atomic_compare_exchange_weak_explicit(&c->tx, &t, t + TX_INDEX_ONE, memory_order_seq_cst,
-                                                    memory_order_relaxed));
+    /* seq_cst: before our load of tx_block, against tx_block_advance. One
+     * fetch_add, no CAS loop: two cores claiming at once do not retry. */
+    uint64_t t = atomic_fetch_add_explicit(&c->tx, TX_INDEX_ONE, memory_order_seq_cst);
+    if (t & TX_CLOSED)
+        return false; /* i is past the close index: nobody reads it */
     uint64_t i = tx_index(t);
     /* seq_cst: see above; it was not released when we loaded it, and slot
      * i, ours, is unread: the blocks from i's to it stay */
@@ -214,6 +215,15 @@ static struct block_slot *rx_slot(struct chan *c)
     return &b->slots[i - b->start];
 }
 
+/* Closed, and every message claimed before the close received (a sender
+ * still writing one wakes us when it is done)? */
+static inline bool ulist_drained(struct chan *c)
+{
+    /* acquire: pairs with chan_close's release store (close_index is seen) */
+    return atomic_load_explicit(&c->uclosed, memory_order_acquire) &&
+           atomic_load_explicit(&c->rx_index, memory_order_relaxed) == c->close_index;
+}
+
 /* 1: *out is the next message; 0: none yet; -1: closed and drained. */
 static int ulist_pop(struct chan *c, uint64_t *out)
 {
@@ -225,13 +235,7 @@ static int ulist_pop(struct chan *c, uint64_t *out)
                               memory_order_relaxed);
         return 1;
     }
-    /* relaxed: tx is the senders' busiest line; read it only once closed
-     * (chan_close sets uclosed before the bit in tx: see there) */
-    if (!atomic_load_explicit(&c->uclosed, memory_order_relaxed))
-        return 0;
-    /* seq_cst: the close's RMW and every claim before it */
-    uint64_t t = atomic_load_explicit(&c->tx, memory_order_seq_cst);
-    return (t & TX_CLOSED) && tx_index(t) == atomic_load_explicit(&c->rx_index, memory_order_relaxed) ? -1 : 0;
+    return ulist_drained(c) ? -1 : 0;
 }
 
 /* Is message rx_index there, or the channel closed? (rx_busy held) */
@@ -240,10 +244,7 @@ static bool ulist_ready(struct chan *c)
     struct block_slot *slot = rx_slot(c);
     if (slot && atomic_load_explicit(&slot->ready, memory_order_acquire))
         return true;
-    /* closed with every claimed message received (a sender still writing
-     * one wakes us when it is done) */
-    uint64_t t = atomic_load_explicit(&c->tx, memory_order_seq_cst);
-    return (t & TX_CLOSED) && tx_index(t) == atomic_load_explicit(&c->rx_index, memory_order_relaxed);
+    return ulist_drained(c);
 }
 
 static inline void rx_enter(struct chan *c)
@@ -454,8 +455,10 @@ void chan_free(struct chan *c)
 size_t chan_len(struct chan *c)
 {
     if (!c->bounded) {
-        /* relaxed: a snapshot; claimed messages count as buffered */
+        /* a snapshot; claimed messages count as buffered */
         uint64_t tail = tx_index(atomic_load_explicit(&c->tx, memory_order_relaxed));
+        if (atomic_load_explicit(&c->uclosed, memory_order_acquire)) /* refused claims do not */
+            tail = c->close_index;
         uint64_t head = atomic_load_explicit(&c->rx_index, memory_order_relaxed);
         return tail > head ? (size_t)(tail - head) : 0;
     }
@@ -467,11 +470,17 @@ size_t chan_len(struct chan *c)
 
 void chan_close(struct chan *c)
 {
-    /* uclosed first: a receiver that sees TX_CLOSED (its load of tx
-     * synchronizes with our seq_cst RMW) then sees uclosed too */
-    atomic_store_explicit(&c->uclosed, true, memory_order_relaxed);
-    /* seq_cst: no claim after this one; a receiver's load of tx sees it */
-    atomic_fetch_or_explicit(&c->tx, TX_CLOSED, memory_order_seq_cst);
+    if (!c->bounded) {
+        /* seq_cst: every claim after this one finds closed set and is
+         * refused; the ones before it are delivered */
+        uint64_t t = atomic_fetch_or_explicit(&c->tx, TX_CLOSED, memory_order_seq_cst);
+        if (!(t & TX_CLOSED)) {
+            c->close_index = tx_index(t);
+            /* release: pairs with ulist_drained's acquire; before the wakes
+             * below, so every receiver woken or registering later sees it */
+            atomic_store_explicit(&c->uclosed, true, memory_order_release);
+        }
+    }
     pthread_mutex_lock(&c->lock);
     c->closed = true;
     /* move both lists out; wake them after unlocking */
