@@ -22,14 +22,15 @@
  * Message i lives in slot i % BLOCK_SLOTS of the block whose start is
  * i - i % BLOCK_SLOTS. The blocks form a list, oldest first.
  *
- *   tx (one word): index of the next message << 1 | closed
+ *   tx (one word): index of the next message << 17 | waiting receivers << 1
+ *                  | closed
  *   a sender: claim i with a fetch_add on tx (a claim that finds closed
  *             set is refused: i is at or past the close index, which the
  *             receiver never reads); find i's block
  *             from tx_block, forward through next (linking a new block at
  *             the end) or back through prev; move tx_block forward to it;
  *             write the value; set the slot's ready flag, its last touch of
- *             any block; then wake a waiting receiver, if any.
+ *             any block; then, if its claim saw a waiting receiver, wake one.
  *   the receiver (receivers take turns: rx_busy): read slot rx_index once
  *             its ready flag is set; at the end of a block, move to the next
  *             and retire the old one.
@@ -47,7 +48,10 @@
  * frees a retired block once it is released and rx_index >= observed. */
 #define BLOCK_SLOTS 64u
 #define TX_CLOSED UINT64_C(1)
-#define TX_INDEX_ONE UINT64_C(2)
+#define TX_WAIT_ONE UINT64_C(2)           /* receivers on the wait list: 16 bits */
+#define TX_WAIT_MASK UINT64_C(0x1fffe)
+#define TX_INDEX_SHIFT 17
+#define TX_INDEX_ONE (UINT64_C(1) << TX_INDEX_SHIFT)
 
 struct block_slot {
     _Atomic bool ready;           /* release by the writer, acquire by the reader */
@@ -78,7 +82,7 @@ struct chan {
     _Alignas(64) _Atomic uint64_t tx;     /* index << 1 | closed: seq_cst; the senders' line */
     _Atomic(struct block *) tx_block;     /* a block at or before the newest claim's; moves forward */
     _Atomic(struct block *) spare;        /* one free block for the next link, or NULL */
-    _Alignas(64) _Atomic size_t rx_waiting; /* receivers on the list (changed under lock): read by every send */
+    _Alignas(64) _Atomic size_t rx_waiting; /* receivers on the list (changed under lock): the pass-on hint */
     _Atomic bool uclosed;                 /* closed: close_index is set (release) */
     uint64_t close_index;                 /* the index frozen by chan_close: written before uclosed */
     _Alignas(64) _Atomic bool rx_busy;    /* a receiver is reading: the fields below are its */
@@ -87,7 +91,8 @@ struct chan {
     struct block *retired;                /* blocks the receiver left, not yet freed */
 };
 
-static inline uint64_t tx_index(uint64_t t) { return t >> 1; }
+static inline uint64_t tx_index(uint64_t t) { return t >> TX_INDEX_SHIFT; }
+static inline uint64_t tx_waiters(uint64_t t) { return (t & TX_WAIT_MASK) >> 1; }
 
 static void block_reset(struct block *b, uint64_t start, struct block *prev)
 {
@@ -151,12 +156,14 @@ static void tx_block_advance(struct chan *c, struct block *from, struct block *b
     }
 }
 
-/* Appends v; false when the channel is closed. */
-static bool ulist_push(struct chan *c, uint64_t v)
+/* Appends v; false when the channel is closed. *claim is tx before our
+ * claim (its waiting receivers are the ones we must wake). */
+static bool ulist_push(struct chan *c, uint64_t v, uint64_t *claim)
 {
     /* seq_cst: before our load of tx_block, against tx_block_advance. One
      * fetch_add, no CAS loop: two cores claiming at once do not retry. */
     uint64_t t = atomic_fetch_add_explicit(&c->tx, TX_INDEX_ONE, memory_order_seq_cst);
+    *claim = t;
     if (t & TX_CLOSED)
         return false; /* i is past the close index: nobody reads it */
     uint64_t i = tx_index(t);
@@ -318,12 +325,20 @@ static inline void waiter_register(struct waitlist *l, struct waiter *w, struct 
 
 /* ---- the unbounded channel's send and receive (given) --------------------------- */
 
-/* Under the lock: the first waiting receiver's waker (rx_waiting - 1). */
+/* Under the lock: n receivers left the unbounded channel's wait list. */
+static inline void rx_left(struct chan *c, unsigned n)
+{
+    /* relaxed: a sender that still sees them wakes nobody, or one too many */
+    atomic_fetch_sub_explicit(&c->tx, n * TX_WAIT_ONE, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&c->rx_waiting, n, memory_order_relaxed);
+}
+
+/* Under the lock: the first waiting receiver's waker. */
 static inline struct waker rxlist_pop_waker(struct chan *c)
 {
     struct waker w = waitlist_pop_waker(&c->receivers);
     if (!waker_is_none(&w))
-        atomic_fetch_sub_explicit(&c->rx_waiting, 1, memory_order_relaxed); /* under the lock */
+        rx_left(c, 1);
     return w;
 }
 
@@ -339,13 +354,13 @@ static void rxlist_wake_one(struct chan *c)
 /* An unbounded send: never waits. False when closed. */
 static inline bool usend(struct chan *c, uint64_t v)
 {
-    if (!ulist_push(c, v))
+    uint64_t claim;
+    if (!ulist_push(c, v, &claim))
         return false;
-    /* The store-buffer shape: we set ready, then load rx_waiting; a
-     * receiver increments rx_waiting, then loads ready (urecv_poll). With a
-     * seq_cst fence between on both sides, one of us sees the other. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&c->rx_waiting, memory_order_relaxed) != 0)
+    /* Our claim and a receiver's registration are RMWs on the same word:
+     * one is first. A receiver that registered first is in claim's count;
+     * one that came after sees our claim (urecv_poll). No fence. */
+    if (tx_waiters(claim) != 0)
         rxlist_wake_one(c);
     return true;
 }
@@ -364,7 +379,7 @@ static inline enum poll urecv_poll(struct chan_recv *r, struct context *cx, uint
                 pthread_mutex_lock(&c->lock);
                 if (r->w.queued) {
                     waitlist_unlink(&c->receivers, &r->w);
-                    atomic_fetch_sub_explicit(&c->rx_waiting, 1, memory_order_relaxed); /* under the lock */
+                    rx_left(c, 1);
                 }
                 r->w.notified = false;
                 pthread_mutex_unlock(&c->lock);
@@ -379,19 +394,34 @@ static inline enum poll urecv_poll(struct chan_recv *r, struct context *cx, uint
         }
         pthread_mutex_lock(&c->lock);
         r->w.notified = false;
-        if (!r->w.queued)
+        uint64_t t;
+        if (!r->w.queued) {
             atomic_fetch_add_explicit(&c->rx_waiting, 1, memory_order_relaxed); /* under the lock */
+            /* seq_cst (acquire: the writes of the senders we count as
+             * done): every claim after this one sees us waiting */
+            t = atomic_fetch_add_explicit(&c->tx, TX_WAIT_ONE, memory_order_seq_cst);
+        } else {
+            /* counted already; claims since are counted here too, which
+             * only makes the test below more careful */
+            t = atomic_load_explicit(&c->tx, memory_order_seq_cst);
+        }
         waiter_register(&c->receivers, &r->w, cx);
         pthread_mutex_unlock(&c->lock);
-        /* The re-check, after the fence that pairs with usend's: a sender
-         * whose load of rx_waiting missed us set its ready flag before it,
-         * and we see that flag here. */
-        atomic_thread_fence(memory_order_seq_cst);
+        /* The re-check: the message a claim before ours wrote, or close. */
         rx_enter(c);
         bool ready = ulist_ready(c);
+        uint64_t head = atomic_load_explicit(&c->rx_index, memory_order_relaxed);
         rx_leave(c);
-        if (!ready)
-            return POLL_PENDING; /* empty: the next sender sees us waiting */
+        if (ready)
+            continue;
+        if (tx_index(t) > head) {
+            /* A sender claimed before us and has not written yet: it did
+             * not see us and will not wake us. Poll again soon (it is a few
+             * instructions from its ready store). After a close, the
+             * refused claims look the same until uclosed is seen. */
+            waker_wake_by_ref(cx->waker);
+        }
+        return POLL_PENDING; /* every later claim sees us waiting */
     }
 }
 
@@ -488,13 +518,16 @@ void chan_close(struct chan *c)
     struct waitlist *lists[2] = { &c->receivers, &c->senders };
     struct waker wakers[64];
     size_t n = 0;
+    unsigned nrx = 0;
     for (int i = 0; i < 2; i++) {
-        while (lists[i]->head && n < 64)
+        while (lists[i]->head && n < 64) {
             wakers[n++] = waitlist_pop_waker(lists[i]);
+            nrx += i == 0;
+        }
     }
+    if (!c->bounded && nrx)
+        rx_left(c, nrx);
     bool more = c->receivers.head || c->senders.head;
-    if (!c->receivers.head)
-        atomic_store_explicit(&c->rx_waiting, 0, memory_order_relaxed); /* under the lock */
     pthread_mutex_unlock(&c->lock);
     for (size_t i = 0; i < n; i++)
         waker_wake(&wakers[i]);
@@ -584,7 +617,7 @@ void chan_recv_drop(struct chan_recv *r)
     if (r->w.queued) {
         waitlist_unlink(&c->receivers, &r->w);
         if (!c->bounded)
-            atomic_fetch_sub_explicit(&c->rx_waiting, 1, memory_order_relaxed); /* under the lock */
+            rx_left(c, 1);
     } else if (r->w.notified && (c->bounded ? c->len > 0 : chan_len(c) > 0)) {
         /* the message we were woken for */
         pass = c->bounded ? waitlist_pop_waker(&c->receivers) : rxlist_pop_waker(c);
