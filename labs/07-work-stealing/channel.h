@@ -10,7 +10,8 @@
  *   1. Messages arrive in the order they were sent, each exactly once.
  *   2. A bounded channel holds at most `capacity` messages: a send waits
  *      while it is full. An unbounded channel (capacity 0) never makes a
- *      sender wait (its buffer grows).
+ *      sender wait (its buffer grows): it is a lock-free list of blocks,
+ *      and a send or a receive that does not wait takes no lock.
  *   3. Waiters are woken in FIFO order, one per message or freed slot; a
  *      woken receiver that is dropped before it receives passes the wake on.
  *   4. Budget: every poll of a send or a receive first calls coop_proceed
@@ -38,6 +39,8 @@ struct waiter {
     struct waker waker;   /* the latest poll's waker; the list's owner wakes it */
     bool queued;          /* on the list */
     bool notified;        /* taken off the list by a wake (a message, a slot, the lock) */
+    bool registered;      /* linked since its last Ready: only the future's own polls
+                             and drop touch it, so a drop without it takes no lock */
 };
 
 struct waitlist {

@@ -4,8 +4,10 @@
  * Who touches what:
  *   worker fields marked "own": that worker's thread only, no atomics;
  *   deque: push/take by its worker, steals by anyone (deque.h);
- *   lifo: an atomic pointer; only its worker reads or writes it (atomic so
- *     that shutdown, after the join, and a debugger can look without a race);
+ *   lifo: an atomic pointer that only its worker fills; its worker and any
+ *     searcher empty it, each with one exchange, so a queue entry is taken
+ *     once (a task in the slot of a worker stuck in a long poll is stolen,
+ *     not stranded: docs/07-work-stealing.md#a-long-poll-must-not-strand-the-slot);
  *   injector: its own mutex (injector.h);
  *   idle_state, sleepers: the idle protocol below;
  *   owned list: owned_lock.
@@ -32,10 +34,13 @@
  * stops searching as the last one, wakes another (Tokio issue 4383), and
  * when it finds none, looks again after announcing.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, pthread_condattr_setclock */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "block_on.h"
 #include "coop.h"
@@ -52,13 +57,23 @@ enum { PARK_EMPTY, PARK_CONDVAR, PARK_DRIVER, PARK_NOTIFIED };
 #define IDLE_UNPARKED_ONE (UINT64_C(1) << 16)
 #define IDLE_SEARCHING_MASK UINT64_C(0xffff)
 
+/* The watch (park_idle): a worker that goes to sleep while another is awake
+ * parks with a timeout, starting at 1 ms and doubling on each fruitless
+ * watch up to 16 ms, so a task in the LIFO slot of a worker stuck in a long
+ * poll waits 16 ms at the most while a worker sleeps. */
+#define WS_WATCH_MIN_NS INT64_C(1000000)
+#define WS_WATCH_MAX_NS INT64_C(16000000)
+
 static inline uint64_t idle_searching(uint64_t s) { return s & IDLE_SEARCHING_MASK; }
 static inline uint64_t idle_unparked(uint64_t s) { return s >> 16; }
 
 struct ws_worker {
     struct deque deque;               /* first: aligned to 64 */
-    _Atomic(struct task *) lifo;      /* the LIFO slot: one queue reference, or NULL */
-    struct ws_runtime *rt;
+    /* the LIFO slot: one queue reference, or NULL; filled by its worker,
+     * emptied by anyone. A line of its own: searchers read it, and must not
+     * take the line of the worker's own fields below with it. */
+    _Alignas(64) _Atomic(struct task *) lifo;
+    _Alignas(64) struct ws_runtime *rt;
     unsigned index;
     /* own */
     unsigned tick;                    /* tasks taken so far (fairness) */
@@ -66,6 +81,7 @@ struct ws_worker {
     bool searching;                   /* counted as searching in idle_state */
     bool in_task;                     /* inside run_task: a wake may use the LIFO slot */
     bool sleeping;                    /* in rt->sleepers (idle_lock) */
+    int64_t watch_ns;                 /* the next watch's park timeout (park_idle) */
     struct task *spill[DEQUE_CAPACITY / 2 + 1]; /* steal and overflow batches */
     /* parking */
     _Atomic int park_state;           /* PARK_*: seq_cst, see worker_park */
@@ -138,10 +154,11 @@ static inline void worker_unpark(struct ws_worker *w)
     }
 }
 
-/* Sleeps until worker_unpark (or a spurious return). The first idle worker
- * to get here parks in the driver, so timers (and I/O) still fire; the
- * others on their condition variable. */
-static inline void worker_park(struct ws_worker *w)
+/* Sleeps until worker_unpark, the timeout (ns; DRIVER_PARK_FOREVER: none)
+ * or a spurious return. The first idle worker to get here parks in the
+ * driver, so timers (and I/O) still fire; the others on their condition
+ * variable. */
+static inline void worker_park(struct ws_worker *w, int64_t timeout_ns)
 {
     struct ws_runtime *rt = w->rt;
     int expect = PARK_EMPTY;
@@ -149,18 +166,31 @@ static inline void worker_park(struct ws_worker *w)
     if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
         if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_DRIVER,
                                                     memory_order_seq_cst, memory_order_seq_cst))
-            driver_park(rt->driver, DRIVER_PARK_FOREVER);
+            driver_park(rt->driver, timeout_ns);
         atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
         atomic_store_explicit(&rt->driver_busy, false, memory_order_release);    /* give it back */
         return;
     }
+    struct timespec until;
+    if (timeout_ns >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &until); /* park_cond's clock */
+        until.tv_sec += timeout_ns / 1000000000 + (until.tv_nsec + timeout_ns % 1000000000) / 1000000000;
+        until.tv_nsec = (until.tv_nsec + timeout_ns % 1000000000) % 1000000000;
+    }
     pthread_mutex_lock(&w->park_lock);
     if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_CONDVAR,
                                                 memory_order_seq_cst, memory_order_seq_cst)) {
-        trace_park_begin(DRIVER_PARK_FOREVER); /* empty unless built with -DLAB_TRACE (trace.h) */
-        while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR)
-            pthread_cond_wait(&w->park_cond, &w->park_lock);
-        trace_park_end(true);
+        trace_park_begin(timeout_ns); /* empty unless built with -DLAB_TRACE (trace.h) */
+        bool woken = true;
+        while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR) {
+            if (timeout_ns < 0) {
+                pthread_cond_wait(&w->park_cond, &w->park_lock);
+            } else if (pthread_cond_timedwait(&w->park_cond, &w->park_lock, &until) == ETIMEDOUT) {
+                woken = false;
+                break;
+            }
+        }
+        trace_park_end(woken);
     }
     atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
     pthread_mutex_unlock(&w->park_lock);
@@ -244,9 +274,14 @@ static inline bool work_anywhere(struct ws_runtime *rt)
 {
     if (injector_len(&rt->injector) > 0)
         return true;
-    for (unsigned i = 0; i < rt->nworkers; i++)
+    for (unsigned i = 0; i < rt->nworkers; i++) {
         if (deque_len(&rt->workers[i].deque) > 0)
             return true;
+        /* acquire: pairs with the filler's exchange (a slot filled later is
+         * the watch's business, park_idle) */
+        if (atomic_load_explicit(&rt->workers[i].lifo, memory_order_acquire))
+            return true;
+    }
     return false;
 }
 
@@ -277,7 +312,7 @@ static inline void park_idle(struct ws_worker *w)
     struct ws_runtime *rt = w->rt;
     test_point(rt, WS_TEST_BEFORE_PARK, w->index);
     (void)w;
-    LAB_TODO("announce (leave the searching and unparked counts, join the sleepers) with a seq_cst RMW; look at every queue again; work: take the announcement back; else park, then count yourself awake (docs/07-work-stealing.md#the-idle-protocol)");
+    LAB_TODO("announce (leave the searching and unparked counts, join the sleepers) with a seq_cst RMW; another worker still awake? park with the watch's timeout (w->watch_ns, doubled up to WS_WATCH_MAX_NS), else for ever; look at every queue again; work: take the announcement back; else park, then count yourself awake (docs/07-work-stealing.md#the-idle-protocol)");
     test_point(rt, WS_TEST_UNPARKED, w->index);
 }
 
@@ -298,7 +333,7 @@ static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reaso
     (void)s;
     (void)t;
     (void)why;
-    LAB_TODO("not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes)");
+    LAB_TODO("not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot, filled with a release exchange and no notify (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes)");
 }
 
 static void ws_release(struct scheduler *s, struct task *t)
@@ -341,7 +376,7 @@ static inline struct task *next_task(struct ws_worker *w)
 static inline struct task *search(struct ws_worker *w)
 {
     (void)w;
-    LAB_TODO("become a searcher (if allowed); from a random victim on, steal half; keep the oldest to run, push the rest; then the injector (docs/07-work-stealing.md#stealing)");
+    LAB_TODO("become a searcher (if allowed); from a random victim on, steal half; keep the oldest to run, push the rest; then the injector; last, as a searcher, the other workers' LIFO slots, each with an exchange (docs/07-work-stealing.md#stealing, #a-long-poll-must-not-strand-the-slot)");
 }
 
 /* Runs t, then whatever its poll put in the LIFO slot, at most WS_LIFO_CAP
@@ -369,6 +404,7 @@ static void *worker_main(void *arg)
         if (!t)
             t = search(w);
         if (t) {
+            w->watch_ns = WS_WATCH_MIN_NS;
             run_task(w, t);
             continue;
         }
@@ -435,10 +471,15 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
         atomic_init(&w->lifo, NULL);
         atomic_init(&w->park_state, PARK_EMPTY);
         pthread_mutex_init(&w->park_lock, NULL);
-        pthread_cond_init(&w->park_cond, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* worker_park's timeout */
+        pthread_cond_init(&w->park_cond, &ca);
+        pthread_condattr_destroy(&ca);
         w->rt = rt;
         w->index = i;
         w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
+        w->watch_ns = WS_WATCH_MIN_NS;
     }
     for (unsigned i = 0; i < workers; i++) {
         if (pthread_create(&rt->workers[i].thread, NULL, worker_main, &rt->workers[i]) != 0) {

@@ -5,7 +5,8 @@
  *   - a Chase–Lev deque (deque.h): the tasks it spawned or woke, taken
  *     newest first by the worker, stolen oldest first by the others;
  *   - a LIFO slot: the task the running task just woke runs next, on this
- *     worker, while the data they share is still in its cache.
+ *     worker, while the data they share is still in its cache; searchers
+ *     may take it too, so a long poll does not strand it.
  * All workers share an injector (injector.h): wakes and spawns from threads
  * that are not workers, yields, and the overflow of full deques.
  *
@@ -22,10 +23,13 @@
  *   1. Stage 03's task invariants hold across threads: a task is never
  *      polled by two workers at once, a wake during a poll is not lost, the
  *      last reference frees it.
- *   2. Nothing is stranded: a task that is queued anywhere is run while any
- *      worker is idle. The last searching worker that finds work wakes
- *      another (Tokio issue 4383); an idle worker announces that it sleeps
- *      and then looks at every queue once more before it parks.
+ *   2. Nothing is stranded: a task that is queued anywhere (a LIFO slot
+ *      included) is run while any worker is idle. The last searching worker
+ *      that finds work wakes another (Tokio issue 4383); an idle worker
+ *      announces that it sleeps and then looks at every queue once more
+ *      before it parks. Filling a LIFO slot wakes nobody; instead a worker
+ *      that sleeps while another is awake parks with a timeout (1 ms,
+ *      doubling to 16 ms) and searches again, the slots included.
  *   3. Fairness: every 61 ticks a worker takes from the injector before its
  *      own deque; at most 3 LIFO polls run in a row (then the slot's task
  *      goes to the injector, behind the deque's older work); a task that

@@ -54,6 +54,7 @@ struct consumer {
     uint64_t last[16];
     bool *in_order;
     unsigned *max_len; /* the largest buffered length seen, or NULL */
+    atomic_uint *received; /* messages received so far, for the test's thread, or NULL */
 };
 
 static enum poll consumer_poll(void *self, struct context *cx, void *out)
@@ -86,6 +87,8 @@ static enum poll consumer_poll(void *self, struct context *cx, void *out)
         }
         (*k->count)++;
         *k->sum += v;
+        if (k->received)
+            atomic_fetch_add(k->received, 1);
     }
 }
 static void consumer_drop(void *self)
@@ -96,6 +99,16 @@ static void consumer_drop(void *self)
 }
 static const struct future_vtable consumer_vt = FUTURE_VTABLE_INIT(struct consumer, 0, consumer_poll, consumer_drop);
 
+struct all_in {
+    atomic_uint *received;
+    unsigned want;
+};
+static bool all_received(void *arg)
+{
+    struct all_in *a = arg;
+    return atomic_load(a->received) == a->want;
+}
+
 static void run_channel(size_t capacity, unsigned producers, uint64_t per, const char *what)
 {
     struct ws_runtime *rt = new_runtime(2);
@@ -104,9 +117,11 @@ static void run_channel(size_t capacity, unsigned producers, uint64_t per, const
     uint64_t count = 0, sum = 0;
     bool in_order = true;
     unsigned max_len = 0;
+    atomic_uint received;
+    atomic_init(&received, 0);
     uint64_t stride = UINT64_C(1) << 32;
     struct consumer k = { .c = c, .count = &count, .sum = &sum, .stride = stride, .in_order = &in_order,
-                          .max_len = &max_len };
+                          .max_len = &max_len, .received = &received };
     struct join_handle *kj = ws_spawn(rt, future_of(&consumer_vt, &k), NULL);
     struct join_handle *pj[16];
     for (unsigned i = 0; i < producers; i++) {
@@ -119,6 +134,11 @@ static void run_channel(size_t capacity, unsigned producers, uint64_t per, const
         ok = join_within(pj[i], SCALED_MS(10000)) && ok;
     cr_assert(ok, "%s: a producer never finished: a send waiting for room was never woken when a message "
               "was received", what);
+    struct all_in all = { .received = &received, .want = (unsigned)(producers * per) };
+    bool drained = wait_until(all_received, &all, SCALED_MS(5000));
+    cr_assert(drained, "%s: %u of %u messages received, and the consumer waited while the rest sat in the "
+              "channel (before any close): a send must wake a waiting receiver", what, atomic_load(&received),
+              all.want);
     chan_close(c);
     cr_assert(join_within(kj, SCALED_MS(10000)), "%s: the consumer never finished: a receive waiting for a "
               "message was not woken by a send, or by close", what);

@@ -59,6 +59,12 @@ LAB_TEST(sched, spawn_from_outside_and_inside, 20)
     cr_assert_null(ws_current(), "ws_current() outside any worker is not NULL");
     atomic_uint outside;
     atomic_init(&outside, 0);
+    /* first onto a runtime whose workers all sleep (parked for good: no
+     * worker is awake, so none keeps a watch): the spawn must wake one */
+    cr_assert(wait_sleepers(rt, 2, RESCUE_MS), "the idle workers never went to sleep");
+    cr_assert(join_within(spawn_step(rt, step_ready, &outside), RESCUE_MS), "a task spawned from outside "
+              "while every worker slept never ran: a push to the injector must notify (wake a sleeper)");
+    atomic_store(&outside, 0);
     unsigned n = lab_scale(2000, 50);
     struct join_handle **jh = calloc(n, sizeof *jh);
     for (unsigned i = 0; i < n; i++)
@@ -235,6 +241,78 @@ LAB_TEST(lifo, cap_lets_the_queue_run, 10)
                   "worker's queue: after %u LIFO polls in a row the slot's task must go behind the queue "
                   "(order: %.60s...)", worst, WS_LIFO_CAP, p.log);
     cr_assert_eq(atomic_load(&p.fillers), 2 * p.rounds, "%u of %u fillers ran", atomic_load(&p.fillers), 2 * p.rounds);
+}
+
+/* A task in the LIFO slot of a worker stuck in a long poll is not
+ * stranded: the blocker waits until the other worker sleeps, wakes the
+ * waiting task (into its own LIFO slot: a wake from inside a task), then
+ * spins. Only the other worker can run the woken task now. */
+struct strand {
+    struct ws_runtime *rt;
+    struct slot slot;        /* the waiting task's waker */
+    atomic_uint armed;       /* the waiting task stored its waker */
+    atomic_bool woken_ran;
+    atomic_int woken_worker;
+    atomic_int blocker_worker;
+    bool other_slept;        /* the other worker was asleep when the wake was made */
+    bool in_time;            /* the woken task ran while the blocker still spun */
+};
+
+static enum poll step_waiting(void *arg, struct context *cx, unsigned nth)
+{
+    struct strand *s = arg;
+    if (nth == 1) {
+        slot_store(&s->slot, cx);
+        atomic_store(&s->armed, 1);
+        return POLL_PENDING;
+    }
+    atomic_store(&s->woken_worker, ws_current_worker());
+    atomic_store(&s->woken_ran, true);
+    return POLL_READY;
+}
+
+static enum poll step_blocker(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct strand *s = arg;
+    atomic_store(&s->blocker_worker, ws_current_worker());
+    uint64_t end = monotonic_ns() + (uint64_t)SCALED_MS(2000) * 1000000u;
+    while (ws_test_sleepers(s->rt) < 1 && monotonic_ns() < end)
+        ; /* until the other worker has gone back to sleep */
+    s->other_slept = ws_test_sleepers(s->rt) == 1;
+    slot_wake(&s->slot); /* into this worker's LIFO slot */
+    end = monotonic_ns() + (uint64_t)SCALED_MS(2000) * 1000000u;
+    while (!atomic_load(&s->woken_ran) && monotonic_ns() < end)
+        ; /* a long poll: this worker is stuck */
+    s->in_time = atomic_load(&s->woken_ran);
+    return POLL_READY;
+}
+
+static bool strand_armed(void *arg) { return atomic_load(&((struct strand *)arg)->armed) == 1; }
+
+LAB_TEST(lifo, slot_not_stranded_by_a_long_poll, 15)
+{
+    struct strand s;
+    memset(&s, 0, sizeof s);
+    s.rt = new_runtime(2);
+    slot_init(&s.slot);
+    atomic_store(&s.woken_worker, -1);
+    atomic_store(&s.blocker_worker, -1);
+    struct join_handle *waiting = spawn_step(s.rt, step_waiting, &s);
+    cr_assert(wait_until(strand_armed, &s, RESCUE_MS), "the waiting task was never polled");
+    cr_assert(wait_sleepers(s.rt, 2, RESCUE_MS), "the idle workers never went to sleep");
+    struct join_handle *blocker = spawn_step(s.rt, step_blocker, &s);
+    cr_assert(join_within(blocker, SCALED_MS(6000)) && join_within(waiting, RESCUE_MS),
+              "the two tasks never finished");
+    ws_runtime_free(s.rt);
+    slot_destroy(&s.slot);
+    cr_assert(s.other_slept, "the other worker never went to sleep while the blocking task ran");
+    cr_assert(s.in_time, "a task woken into the LIFO slot of a worker that then ran a 2 s poll waited for that "
+              "poll while the other worker slept: the slot must be stealable (an exchange by its owner and by "
+              "searchers alike), and a sleeper must come and look while another worker is awake");
+    cr_assert_neq(atomic_load(&s.woken_worker), atomic_load(&s.blocker_worker),
+                  "the woken task ran on the blocked worker");
 }
 
 /* ---- the injector is not starved ---------------------------------------------------------- */
@@ -526,6 +604,9 @@ static void *outside_waker(void *arg)
 static void storm(unsigned workers, unsigned n, unsigned target, const char *what)
 {
     struct ws_runtime *rt = new_runtime(workers);
+    /* the spawns below find every worker asleep (for good: none is awake to
+     * keep a watch), so they must wake one */
+    cr_assert(wait_sleepers(rt, workers, RESCUE_MS), "the idle workers never went to sleep");
     struct storm_task *all = calloc(n, sizeof *all);
     for (unsigned i = 0; i < n; i++) {
         slot_init(&all[i].slot);
