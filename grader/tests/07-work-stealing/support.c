@@ -81,15 +81,27 @@ struct ws_runtime *new_runtime(unsigned n)
     return rt;
 }
 
+/* n workers asleep for 50 ms in a row. A worker that went to sleep while
+ * another was awake parks with the watch's timeout (at most WS_WATCH_MAX_NS,
+ * 16 ms) and wakes to look again; by the end of the window each such watch
+ * has expired, and a worker that finds the others asleep parks for ever. A
+ * test that forces the idle protocol needs that settled state: a worker
+ * still on its watch would find a stranded task by itself. */
 bool wait_sleepers(struct ws_runtime *rt, unsigned n, unsigned ms)
 {
-    uint64_t end = monotonic_ns() + (uint64_t)ms * 1000000u;
-    while (ws_test_sleepers(rt) < n) {
-        if (monotonic_ns() >= end)
+    uint64_t end = monotonic_ns() + (uint64_t)ms * 1000000u, since = 0;
+    for (;;) {
+        uint64_t now = monotonic_ns();
+        if (ws_test_sleepers(rt) < n)
+            since = 0;
+        else if (!since)
+            since = now;
+        else if (now - since >= 50000000u)
+            return true;
+        if (now >= end)
             return false;
         lab_sleep_ms(1);
     }
-    return true;
 }
 
 void slot_init(struct slot *s)
