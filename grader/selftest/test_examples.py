@@ -1,5 +1,7 @@
 """The examples build from solutions/ and work: the echo server answers the
-load client, the HTTP server answers a GET (examples/06-reactor)."""
+load client, the HTTP server answers a GET (examples/06-reactor); the same
+echo server on the work-stealing runtime answers it too, also under
+ThreadSanitizer (examples/07-work-stealing)."""
 import re
 import socket
 import subprocess
@@ -9,6 +11,7 @@ import pytest
 from conftest import ROOT
 
 EX = ROOT / "examples" / "06-reactor"
+EX_MT = ROOT / "examples" / "07-work-stealing"
 
 
 @pytest.fixture(scope="module")
@@ -20,11 +23,23 @@ def b(tmp_path_factory):
     return out
 
 
-def serve(binary):
+@pytest.fixture(scope="module")
+def b_mt(tmp_path_factory):
+    """echo_server_mt and the load client; and echo_server_mt built with
+    -fsanitize=thread in tsan/."""
+    out = tmp_path_factory.mktemp("examples-mt")
+    for sub, flags in (("build", ""), ("tsan", "-fsanitize=thread -O1")):
+        proc = subprocess.run(["make", "-s", "-C", str(EX_MT), f"B={out / sub}", f"EXAMPLE_CFLAGS={flags}"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def serve(binary, *args, env=None):
     """Starts a server on any port; returns (process, port)."""
-    p = subprocess.Popen([str(binary), "0"], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([str(binary), "0", *args], stdout=subprocess.PIPE, text=True, env=env)
     line = p.stdout.readline()
-    m = re.search(r":(\d+)$", line.strip())
+    m = re.search(r":(\d+)(?: \(\d+ workers\))?$", line.strip())
     if not m:
         p.kill()
         p.wait()
@@ -77,3 +92,38 @@ def test_http_hello(b):
         p.wait()
     assert data.count(b"HTTP/1.1 200 OK") == 2, data
     assert data.count(b"hello, world\n") == 2, data
+
+
+def test_echo_server_on_the_work_stealing_runtime(b_mt):
+    """The stage 06 echo server's tasks on two workers: whichever worker is
+    idle parks in epoll_wait (stage 07's contract 5), readiness wakes tasks
+    polled on the other. Forty connections, served to their end, then a
+    clean exit."""
+    p, port = serve(b_mt / "build" / "echo_server_mt", "40")
+    try:
+        out = subprocess.run([str(b_mt / "build" / "load_client"), "127.0.0.1", str(port), "40", "100", "3000"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "round_trips 4000" in out.stdout, out.stdout + out.stderr
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_echo_server_on_the_work_stealing_runtime_under_tsan(b_mt):
+    """The same under ThreadSanitizer: no report from the reactor, the
+    drivers and the workers sharing them (halt_on_error: a report ends the
+    server with status 66)."""
+    import os
+    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66")
+    p, port = serve(b_mt / "tsan" / "echo_server_mt", "10", env=env)
+    try:
+        out = subprocess.run([str(b_mt / "build" / "load_client"), "127.0.0.1", str(port), "10", "50", "3000"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and "round_trips 500" in out.stdout, out.stdout + out.stderr
+        assert p.wait(timeout=60) == 0, "echo_server_mt under TSan did not exit cleanly (66: a data race report)"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
