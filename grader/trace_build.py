@@ -127,7 +127,7 @@ def run_served(binary, stage, load, env):
             server.kill()
             server.wait()
             sys.exit(f"trace: {binary.name} did not start listening: {line.strip()!r}")
-        port = line.rsplit(":", 1)[1].split()[0]  # "...:PORT" or "...:PORT (2 workers)"
+        port = line.rsplit(":", 1)[1].strip()
         print(f"trace: {binary.name} on port {port}, loaded by load_client "
               f"({conns} connections x {rounds} round trips of {size} bytes)")
         load_run = subprocess.run([str(client), "127.0.0.1", port, str(conns), str(rounds), str(size)],

@@ -39,7 +39,7 @@ def serve(binary, *args, env=None):
     """Starts a server on any port; returns (process, port)."""
     p = subprocess.Popen([str(binary), "0", *args], stdout=subprocess.PIPE, text=True, env=env)
     line = p.stdout.readline()
-    m = re.search(r":(\d+)(?: \(\d+ workers\))?$", line.strip())
+    m = re.search(r":(\d+)$", line.strip())
     if not m:
         p.kill()
         p.wait()
