@@ -22,7 +22,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import build, grader, rubric  # noqa: E402
+from lab_grader import assemble, build, plan, rubric  # noqa: E402
 
 KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "skeleton.py", "grade", "lab_grader", "rubric", "tests",
                "trace_build.py", "trace_render.py"]
@@ -36,20 +36,18 @@ def reference_objects(out, build_dir):
     b = build.Builder(ROOT, build_dir)
     stages = rubric.load_all(ROOT / "grader" / "rubric")
     # Each stage's tests linked with the reference, for calibrated timeouts:
-    # a test that times out is run again on these (grader.py, _calibrate).
-    g = grader.Grader(root=ROOT, target=ROOT / "labs", stages=stages, selected=stages, build_dir=build_dir)
-    try:
-        for stage in stages:
-            for variant in build.VARIANTS:
-                binary = g.reference_binary(stage, variant)
-                if binary is None:
-                    raise SystemExit(f"handout: the reference tests of {stage.name} ({variant}) do not build")
-                dest = out / "grader" / "reference" / stage.name
-                dest.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(binary, dest / f"tests-{variant}")
-                os.chmod(dest / f"tests-{variant}", 0o755)
-    finally:
-        g.close()
+    # a test that times out is run again on these (calibrate.py).
+    pl = plan.make(ROOT, stages, stages)
+    asm = assemble.Assembler(ROOT, ROOT / "labs", ROOT / "solutions", None, build_dir, build_dir / "runs" / "handout")
+    for sp in pl.order:
+        for variant in build.VARIANTS:
+            binary = asm.reference_binary(pl, sp, variant)
+            if binary is None:
+                raise SystemExit(f"handout: the reference tests of {sp.stage.name} ({variant}) do not build")
+            dest = out / "grader" / "reference" / sp.stage.name
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(binary, dest / f"tests-{variant}")
+            os.chmod(dest / f"tests-{variant}", 0o755)
     for stage in stages:
         names = [*stage.uses, stage.name]
         dirs = [ROOT / "solutions" / n for n in names]

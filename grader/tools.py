@@ -89,22 +89,26 @@ def watch(target, stage):
 
 
 def debug(target, stage, test, use_gdb):
-    from lab_grader import grader as grader_mod
+    from lab_grader import pipeline
     stages = rubric.load_all(ROOT / "grader" / "rubric")
     selected = rubric.select(stages, stage)
     if len(selected) != 1:
         raise rubric.RubricError("make debug wants one stage: STAGE=n")
-    g = grader_mod.Grader(root=ROOT, target=target, stages=stages, selected=selected,
+    p = pipeline.Pipeline(root=ROOT, target=target, stages=stages, selected=selected,
                           build_dir=ROOT / "build" / "grade")
-    b = g.build(selected[0])
+    name = selected[0].name
+    try:
+        b = p.build_only(name)
+    finally:
+        p.close()
     if not b.ok:
         print(f"does not build: {b.error.first}\n{b.error.log}", file=sys.stderr)
         return 1
-    name = test.replace("::", "/")
-    if name.replace("/", "::") not in b.tests:
-        raise rubric.RubricError(f"TEST={test}: no such test in {selected[0].name} (make grade lists them in failures)")
+    test = test.replace("::", "/")
+    if test.replace("/", "::") not in p.plan.of(name).tests:
+        raise rubric.RubricError(f"TEST={test}: no such test in {name} (make grade lists them in failures)")
     binary = b.binaries["vg"]  # the stand-in runner, -O2 -g
-    cmd = [str(binary), "--no-fork", "--filter", name]
+    cmd = [str(binary), "--no-fork", "--filter", test]
     if use_gdb:
         cmd = ["gdb", "-q", "--args", *cmd]
     env = dict(os.environ, LAB_NO_WATCHDOG="1")

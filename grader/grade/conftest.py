@@ -18,10 +18,9 @@ GRADER = pathlib.Path(__file__).resolve().parent.parent
 ROOT = GRADER.parent
 sys.path.insert(0, str(GRADER))
 
-from lab_grader import grader as grader_mod  # noqa: E402
-from lab_grader import report, rubric  # noqa: E402
+from lab_grader import pipeline, report, rubric  # noqa: E402
 
-_state = {"grader": None, "results": [], "start": time.monotonic(), "error": None}
+_state = {"grader": None, "grading": None, "results": [], "start": time.monotonic(), "error": None}
 
 
 def pytest_addoption(parser):
@@ -55,7 +54,7 @@ def _make(config):
     seed = config.getoption("--seed") or None
     if seed is not None and not seed.isdigit():
         raise rubric.RubricError(f"SEED={seed}: a seed is a non-negative integer")
-    return grader_mod.Grader(
+    return pipeline.Pipeline(
         root=ROOT, target=target, stages=stages, selected=selected,
         build_dir=pathlib.Path(config.getoption("--build-dir")), items=items,
         test=config.getoption("--test") or None, seed=seed, werror=config.getoption("--werror"),
@@ -77,7 +76,7 @@ def pytest_generate_tests(metafunc):
     if g is None:
         metafunc.parametrize("item", [None], ids=["setup"])
         return
-    items = g.all_items()
+    items = g.items()
     if not items:
         metafunc.parametrize("item", [None], ids=["nothing-selected"])
         return
@@ -151,23 +150,24 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(f"grader: nothing to grade ({' '.join(sel) or 'no items'} matched nothing)", red=True)
         return
     tr.write_line("")
-    tr.write_line(report.text_report(g, results))
+    grading = _state["grading"]
+    tr.write_line(report.text_report(grading, results))
     if config.getoption("--test"):
         _print_test_output(tr, g, config.getoption("--test"))
     if config.getoption("--timings"):
         tr.write_line("")
         tr.write_line("time spent running tests, per stage and lane (lanes overlap; wall time is less than the sum):")
-        for (stage, lane), secs in sorted(g.lane_seconds().items()):
+        for (stage, lane), secs in sorted(g.runner.lane_seconds().items()):
             tr.write_line(f"  {stage:<20} {lane:<9} {secs:6.1f} s")
     path = config.getoption("--results")
     if path:
-        report.write_json(path, report.gradescope(g, results, time.monotonic() - _state["start"]))
+        report.write_json(path, report.gradescope(grading, results, time.monotonic() - _state["start"]))
         tr.write_line(f"wrote {path}")
 
 
 def _print_test_output(tr, g, test):
     """With TEST=..., show what the test printed in the plain run."""
-    for d in g.run_dirs:
+    for d in g.runner.run_dirs:
         out = d / "output.txt"
         text = out.read_text(errors="replace").strip() if out.exists() else ""
         if text:
@@ -179,11 +179,11 @@ def _print_test_output(tr, g, test):
 def pytest_sessionfinish(session, exitstatus):
     g = _state["grader"]
     if g is not None:
-        g.untrusted = g.tampered()   # before the report: pytest prints it after this hook
+        _state["grading"] = g.finish()   # before the report: pytest prints it after this hook
         g.close()
     if _state["error"]:
         session.exitstatus = 2
-    elif g is not None and getattr(g, "untrusted", []):
+    elif _state["grading"] is not None and _state["grading"].untrusted:
         session.exitstatus = 3   # no verdict can be trusted
     elif _state["results"] and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = 1

@@ -3,6 +3,7 @@ for the item is "passed"."""
 import pytest
 
 from conftest import record_result
+from lab_grader.outcomes import Status
 
 
 def test_item(grader, item):
@@ -10,7 +11,7 @@ def test_item(grader, item):
         pytest.fail("nothing to grade", pytrace=False)
     result = grader.result(item)
     record_result(result)
-    if result.status == "not-judged":
+    if result.status == Status.NOT_JUDGED:
         pytest.skip(result.summary)
-    if result.status != "passed":
+    if result.status != Status.PASSED:
         pytest.fail(result.summary, pytrace=False)

@@ -5,13 +5,14 @@ import pathlib
 import sys
 
 from . import sandbox
+from .outcomes import Status, Verdict
 
 WIDTH = 78
-MARK = {"passed": "PASS", "failed": "FAIL", "not-judged": "----"}
+MARK = {Status.PASSED: "PASS", Status.FAILED: "FAIL", Status.NOT_JUDGED: "----"}
 VERDICT_WORDS = {
-    "fail": "failed", "timeout": "timed out", "crash": "crashed", "not-started": "not started",
-    "exited-early": "left early", "memory": "memory error", "race": "data race", "missing": "did not run",
-    "too-slow": "too slow to judge", "unjudged": "cannot judge here",
+    Verdict.FAIL: "failed", Verdict.TIMEOUT: "timed out", Verdict.CRASH: "crashed", Verdict.NOT_STARTED: "not started",
+    Verdict.EXITED_EARLY: "left early", Verdict.MEMORY: "memory error", Verdict.RACE: "data race",
+    Verdict.MISSING: "did not run", Verdict.TOO_SLOW: "too slow to judge", Verdict.UNJUDGED: "cannot judge here",
 }
 
 
@@ -25,8 +26,8 @@ def fmt_points(p):
     return f"{p:g}"
 
 
-def rerun_command(grader, item, outcome):
-    stage = grader.stages[item.stage]
+def rerun_command(grading, item, outcome):
+    stage = grading.stages[item.stage]
     parts = ["make grade", f"STAGE={stage.number}"]
     if outcome is not None and not outcome.test.startswith("quiz::"):
         parts.append(f"TEST={outcome.test.replace('::', '/')}")
@@ -34,31 +35,31 @@ def rerun_command(grader, item, outcome):
         parts.append(f"ITEMS={item.id}")
     if outcome is not None and outcome.seed:
         parts.append(f"SEED={outcome.seed}")
-    target = grader.target
-    default = (grader.root / "labs").resolve()
+    target = grading.target
+    default = (grading.root / "labs").resolve()
     if target != default:
         try:
-            rel = target.relative_to(grader.root)
+            rel = target.relative_to(grading.root)
         except ValueError:
             rel = target
         parts.append(f"TARGET={rel}")
     return " ".join(parts)
 
 
-def stage_table(grader, stage, results):
+def stage_table(grading, stage, results):
     got = sum(r.points for r in results)
-    judged = sum(r.item.points for r in results if r.status != "not-judged")
+    judged = sum(r.item.points for r in results if r.status != Status.NOT_JUDGED)
     head = f"== {stage.name}: {stage.title} "
     score = f" {fmt_points(got)}/{fmt_points(judged)}"
     lines = [head + "=" * max(3, WIDTH - len(head) - len(score)) + score]
     idw = max(len(r.item.id) for r in results)
     for r in results:
         mark = MARK[r.status]
-        mark = _color(mark, "32" if r.status == "passed" else "31" if r.status == "failed" else "33")
+        mark = _color(mark, "32" if r.status == Status.PASSED else "31" if r.status == Status.FAILED else "33")
         pts = f"{fmt_points(r.points)}/{fmt_points(r.item.points)}"
-        text = r.item.clause if r.status == "passed" else r.summary
+        text = r.item.clause if r.status == Status.PASSED else r.summary
         lines.append(f"  {mark} {pts:>6}  {r.item.id:<{idw}}  {text}")
-    b = grader.build(stage)
+    b = grading.builds[stage.name]
     for note in b.notes:
         lines.append(f"  note: {note}")
     if b.warnings:
@@ -71,8 +72,8 @@ def stage_table(grader, stage, results):
     return lines
 
 
-def failure_block(grader, r):
-    stage = grader.stages[r.item.stage]
+def failure_block(grading, r):
+    stage = grading.stages[r.item.stage]
     o = r.outcome
     verdict = VERDICT_WORDS.get(o.verdict, o.verdict) if o else "failed"
     lines = [f"{r.item.key} ({fmt_points(r.points)} of {fmt_points(r.item.points)} points): {verdict}"]
@@ -83,7 +84,7 @@ def failure_block(grader, r):
     lines.append(f"  contract:      {r.item.clause}")
     lines.append(f"  read:          {stage.chapter}{r.item.section}")
     if o is not None:
-        lines.append(f"  rerun it:      {rerun_command(grader, r.item, o)}")
+        lines.append(f"  rerun it:      {rerun_command(grading, r.item, o)}")
         if o.seed:
             lines.append(f"  seed:          {o.seed}")
     for d in (o.details if o else []):
@@ -96,30 +97,26 @@ UNTRUSTED = ("NOT TRUSTED: the grader's own files changed while it ran, so a tes
              "grade again from a fresh copy of the lab.")
 
 
-def untrusted(grader):
-    return getattr(grader, "untrusted", [])
-
-
-def text_report(grader, results):
+def text_report(grading, results):
     lines = []
-    if untrusted(grader):
-        lines += [UNTRUSTED] + [f"  changed: {p}" for p in untrusted(grader)[:10]] + [""]
+    if grading.untrusted:
+        lines += [UNTRUSTED] + [f"  changed: {p}" for p in grading.untrusted[:10]] + [""]
     by_stage = {}
     for r in results:
         by_stage.setdefault(r.item.stage, []).append(r)
     for name, rs in by_stage.items():
-        lines += stage_table(grader, grader.stages[name], rs)
+        lines += stage_table(grading, grading.stages[name], rs)
         lines.append("")
     total = sum(r.points for r in results)
-    judged = sum(r.item.points for r in results if r.status != "not-judged")
-    failed = [r for r in results if r.status == "failed"]
+    judged = sum(r.item.points for r in results if r.status != Status.NOT_JUDGED)
+    failed = [r for r in results if r.status == Status.FAILED]
     lines.append(f"Total: {fmt_points(total)}/{fmt_points(judged)}" +
                  ("" if not failed else f"   ({len(failed)} item(s) to fix; details below)"))
     lines.append(sandbox.shared().describe())
-    not_judged = [r for r in results if r.status == "not-judged"]
+    not_judged = [r for r in results if r.status == Status.NOT_JUDGED]
     for r in not_judged:
         lines.append(f"Not judged here: {r.item.key}: {r.summary}")
-    not_started = [r for r in failed if r.outcome is not None and r.outcome.verdict == "not-started"]
+    not_started = [r for r in failed if r.outcome is not None and r.outcome.verdict == Verdict.NOT_STARTED]
     others = [r for r in failed if r not in not_started]
     if not_started:
         lines += ["", "Not started yet", "---------------"]
@@ -132,28 +129,28 @@ def text_report(grader, results):
     if others:
         lines += ["", "What to fix", "-----------"]
         for r in others:
-            lines += failure_block(grader, r)
+            lines += failure_block(grading, r)
             lines.append("")
     return "\n".join(lines)
 
 
-def gradescope(grader, results, seconds):
+def gradescope(grading, results, seconds):
     tests = []
     for r in results:
-        if r.status == "not-judged":
+        if r.status == Status.NOT_JUDGED:
             continue
-        output = r.item.clause if r.status == "passed" else "\n".join(failure_block(grader, r))
+        output = r.item.clause if r.status == Status.PASSED else "\n".join(failure_block(grading, r))
         tests.append({
             "name": f"{r.item.key}: {r.item.clause}",
             "number": r.item.key,
             "score": r.points,
             "max_score": r.item.points,
-            "status": "passed" if r.status == "passed" else "failed",
+            "status": "passed" if r.status == Status.PASSED else "failed",
             "output": output,
             # hidden tests: students see them once the instructor publishes the grades
             "visibility": "after_published" if r.item.hidden else "visible",
         })
-    if untrusted(grader):
+    if grading.untrusted:
         return {"score": 0, "execution_time": round(seconds, 1), "output": UNTRUSTED, "visibility": "visible",
                 "stdout_visibility": "hidden", "tests": []}
     return {

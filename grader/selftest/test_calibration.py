@@ -51,27 +51,24 @@ def test_a_timeout_before_begin_is_run_again(tmp_path):
     code under test ran, so the grader runs it once more before judging; a
     timeout after BEGIN is judged at once."""
     sys.path.insert(0, str(GRADER))
-    from lab_grader import grader as grader_mod, run as run_mod
+    from lab_grader import calibrate, invoke, judge, outcomes, records
 
-    class Fake:
+    class FakeRunner:
         def __init__(self):
             self.invoked = []
 
-        def _invoke(self, inv):
+        def run(self, inv, hints):
             self.invoked.append(inv)
-            return None
-
-        def _judge_all(self, tests, result, binary, hints):
-            return {t: run_mod.Outcome(test=t, verdict="pass") for t in tests}
+            return {t: outcomes.Outcome(test=t, verdict=outcomes.Verdict.PASS) for t in inv.tests}, None
 
     report = {"s::early": ("ERRORED", "timeout", "", 5.0), "s::late": ("ERRORED", "timeout", "", 5.0)}
-    recs = run_mod.records.read_dir(tmp_path)  # empty
-    recs["s::late"] = run_mod.records.parse("BEGIN 1 s::late\n")
-    outs = {t: run_mod.judge(t, report, recs, None, "n") for t in report}
+    recs = records.read_dir(tmp_path)  # empty
+    recs["s::late"] = records.parse("BEGIN 1 s::late\n")
+    outs = {t: judge.judge(t, report, recs, None, "n") for t in report}
     assert not outs["s::early"].began and outs["s::late"].began
-    inv = run_mod.Invocation(tmp_path / "bin", list(report), tmp_path / "run" / "0", env={})
-    fake = Fake()
-    grader_mod.Grader._retry_unbegun(fake, outs, inv, [t for t, o in outs.items() if not o.began])
+    inv = invoke.Invocation(tmp_path / "bin", list(report), tmp_path / "run" / "0", env={})
+    fake = FakeRunner()
+    calibrate.retry_unbegun(outs, inv, fake, [t for t, o in outs.items() if not o.began])
     assert [i.tests for i in fake.invoked] == [["s::early"]]
     assert fake.invoked[0].run_dir.name == "0-again"
     assert outs["s::early"].passed and "before the test began" in outs["s::early"].details[0]

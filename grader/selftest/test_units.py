@@ -10,7 +10,7 @@ from conftest import GRADER
 
 sys.path.insert(0, str(GRADER))
 import skeleton  # noqa: E402
-from lab_grader import records, rubric, run  # noqa: E402
+from lab_grader import checkers, invoke, judge, plan, records, rubric  # noqa: E402
 
 
 # ---- skeleton generator ------------------------------------------------------
@@ -117,7 +117,7 @@ XML = """<?xml version="1.0" encoding="UTF-8"?>
 def test_parse_xml(tmp_path):
     p = tmp_path / "r.xml"
     p.write_text(XML)
-    r = run.parse_xml(p)
+    r = invoke.parse_xml(p)
     assert r["s::ok"][0] == "PASSED"
     assert r["s::bad"][2] == 't.c:6: a "quoted" <msg>'
     assert r["s::slow"][1] == "timeout"
@@ -128,35 +128,35 @@ class NoSymbols:
         return raw
 
 
-def judge(test, report_line, record_text, nonce="n"):
+def judged(test, report_line, record_text, nonce="n"):
     recs = {}
     for r in records.parse(record_text):
         recs.setdefault(r.test, []).append(r)
     report = {test: report_line} if report_line else {}
-    return run.judge(test, report, recs, NoSymbols(), nonce)
+    return judge.judge(test, report, recs, NoSymbols(), nonce)
 
 
 def test_judge_verdicts():
-    assert judge("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\nEND 1 s::a n\n").verdict == "pass"
-    assert judge("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\n").verdict == "exited-early"
-    assert judge("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\nEND 1 s::a forged\n").verdict == "exited-early"
-    assert judge("s::a", ("FAILED", "assert", "x", 0), "BEGIN 1 s::a\nTODO 1 f.c:1 g()\n").verdict == "not-started"
-    assert judge("s::a", ("ERRORED", "crash", "", 0), "BEGIN 1 s::a\nCRASH 1 SEGV\n").message == "crashed (SIGSEGV)"
-    assert judge("s::a", ("ERRORED", "timeout", "", 2), "BEGIN 1 s::a\n").verdict == "timeout"
-    assert judge("s::a", None, "").verdict == "missing"
+    assert judged("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\nEND 1 s::a n\n").verdict == "pass"
+    assert judged("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\n").verdict == "exited-early"
+    assert judged("s::a", ("PASSED", "", "", 0), "BEGIN 1 s::a\nEND 1 s::a forged\n").verdict == "exited-early"
+    assert judged("s::a", ("FAILED", "assert", "x", 0), "BEGIN 1 s::a\nTODO 1 f.c:1 g()\n").verdict == "not-started"
+    assert judged("s::a", ("ERRORED", "crash", "", 0), "BEGIN 1 s::a\nCRASH 1 SEGV\n").message == "crashed (SIGSEGV)"
+    assert judged("s::a", ("ERRORED", "timeout", "", 2), "BEGIN 1 s::a\n").verdict == "timeout"
+    assert judged("s::a", None, "").verdict == "missing"
     # lab_cannot_judge: not judged with the nonce; a record without it (code
     # under test writing one) is an ordinary failure
-    unjudged = judge("s::a", ("FAILED", "assert", "loaded", 0), "BEGIN 1 s::a\nUNJUDGED 1 n the machine is loaded\n")
+    unjudged = judged("s::a", ("FAILED", "assert", "loaded", 0), "BEGIN 1 s::a\nUNJUDGED 1 n the machine is loaded\n")
     assert (unjudged.verdict, unjudged.message) == ("unjudged", "cannot judge on this machine, rerun: the machine is loaded")
-    assert judge("s::a", ("FAILED", "assert", "x", 0), "BEGIN 1 s::a\nUNJUDGED 1 forged text\n").verdict == "fail"
+    assert judged("s::a", ("FAILED", "assert", "x", 0), "BEGIN 1 s::a\nUNJUDGED 1 forged text\n").verdict == "fail"
 
 
 def test_filter_and_expand():
-    assert run.filter_for(["s::a"]) == "s/a"
-    assert run.filter_for(["s::a", "t::b"]) == "@(s/a|t/b)"
-    assert run.expand(["s/*"], ["s::a", "s::b", "t::a"]) == ["s::a", "s::b"]
+    assert invoke.filter_for(["s::a"]) == "s/a"
+    assert invoke.filter_for(["s::a", "t::b"]) == "@(s/a|t/b)"
+    assert plan.expand(["s/*"], ["s::a", "s::b", "t::a"]) == ["s::a", "s::b"]
     with pytest.raises(LookupError):
-        run.expand(["s/zzz"], ["s::a"])
+        plan.expand(["s/zzz"], ["s::a"])
 
 
 # ---- Valgrind logs -----------------------------------------------------------------
@@ -173,7 +173,7 @@ VG = """==7== Invalid read of size 4
 
 
 def test_valgrind_blocks():
-    blocks = run.valgrind_errors(VG)
+    blocks = checkers.valgrind_errors(VG)
     assert len(blocks) == 2
     assert "Invalid read" in blocks[0][0] and "free'd" in blocks[0][2]
     assert "definitely lost" in blocks[1][0] and "g (b.c:9)" in blocks[1][2]

@@ -1,0 +1,146 @@
+"""Step 2 of a grading: one stage's test binaries.
+
+A stage's binaries link the grader's tests, the student's files of the
+stage, the earlier stages it uses and common/. For each earlier stage the
+pipeline has already decided, from that stage's own results, whether the
+student's version can be used (it builds and passes all its tests) or the
+reference must stand in; this step only follows that decision and writes the
+note the report shows. Nothing here runs a test.
+
+The same step links the stage's tests with the reference of every stage (for
+calibrating timeouts: a test that timed out is run again on it), once per
+set of objects.
+"""
+import dataclasses
+import pathlib
+import threading
+
+from . import build, records
+
+
+@dataclasses.dataclass
+class StageBuild:
+    ok: bool
+    error: build.BuildError = None
+    binaries: dict = dataclasses.field(default_factory=dict)   # variant -> path
+    reference: dict = dataclasses.field(default_factory=dict)  # variant -> the reference's test binary, or None
+    warnings: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)      # "graded with the reference ..."
+    key: str = ""   # digest of the objects the plain binary was linked from
+
+
+class Assembler:
+    def __init__(self, root, target, reference, hidden, build_dir, work, werror=False):
+        self.root = pathlib.Path(root)
+        self.target = pathlib.Path(target)
+        self.reference = pathlib.Path(reference)
+        self.hidden = pathlib.Path(hidden) if hidden else None
+        self.builder = build.Builder(self.root, build_dir)
+        self.shared = pathlib.Path(build_dir) / "reference-bin"
+        self.work = pathlib.Path(work)
+        self.werror = werror
+        self._locks = {}
+        self._guard = threading.Lock()
+
+    def _dirs(self, sp, tree):
+        return [pathlib.Path(tree) / n for n in sp.closure + [sp.stage.name]]
+
+    def student_objects(self, sp, variant):
+        d = self.target / sp.stage.name
+        if not d.is_dir():
+            raise build.BuildError(f"{d} does not exist", "", kind="missing")
+        dirs = self._dirs(sp, self.target)
+        return [self.builder.compile(d / src, variant, dirs, werror=self.werror) for src in sp.stage.sources]
+
+    def reference_objects(self, sp, variant):
+        """The reference stage: compiled from solutions/ in the instructor's
+        repository, or the objects shipped in the handout (no source)."""
+        d = self.reference / sp.stage.name
+        if d.is_dir():
+            dirs = self._dirs(sp, self.reference)
+            return [self.builder.compile(d / src, variant, dirs, werror=True).obj for src in sp.stage.sources]
+        shipped = self.root / "grader" / "reference" / sp.stage.name / variant
+        objs = [shipped / (pathlib.Path(src).stem + ".o") for src in sp.stage.sources]
+        if any(not o.exists() for o in objs):
+            raise build.BuildError(f"no reference for {sp.stage.name} (neither solutions/ nor {shipped})", "",
+                                   kind="grader")
+        return objs
+
+    def test_dirs(self, name):
+        tests = self.root / "grader" / "tests" / name
+        hidden = self.hidden / "tests" / name if self.hidden else None
+        return tests, ([hidden] if hidden is not None and hidden.is_dir() else [])
+
+    def build(self, plan, sp, deps):
+        """The stage's binaries. deps: {earlier stage: (usable, why)} for
+        every stage of sp.closure, decided by the pipeline."""
+        result = StageBuild(ok=False)
+        dep_objs = {v: [] for v in ("plain", "tsan")}
+        try:
+            for dep in sp.closure:
+                ok, why = deps[dep]
+                for v in dep_objs:
+                    if ok:
+                        dep_objs[v] += [c.obj for c in self.student_objects(plan.of(dep), v)]
+                    else:
+                        dep_objs[v] += self.reference_objects(plan.of(dep), v)
+                if not ok:
+                    result.notes.append(f"graded with the reference {dep} because your {dep} {why}")
+            mine = {v: self.student_objects(sp, v) for v in ("plain", "tsan")}
+        except build.BuildError as e:
+            result.error = e
+            return result
+        for c in mine["plain"]:
+            if c.warnings.strip():
+                result.warnings.append(records.short_path(c.warnings.strip()))
+        tests_dir, hidden = self.test_dirs(sp.stage.name)
+        dirs = self._dirs(sp, self.target)
+        try:
+            for variant in build.VARIANTS:
+                code = build.CODE_VARIANT[variant]
+                objs = (self.builder.test_objects(tests_dir, variant, dirs, hidden) + [c.obj for c in mine[code]] +
+                        dep_objs[code] + self.builder.common_objects(variant))
+                out = self.work / sp.stage.name / f"tests-{variant}"
+                result.binaries[variant] = self.builder.link(objs, out, variant)
+                if variant == "plain":
+                    result.key = build._digest(*sorted(str(o) for o in objs))
+        except build.BuildError as e:
+            result.error = e
+            return result
+        result.reference = {v: self.reference_binary(plan, sp, v) for v in build.VARIANTS}
+        result.ok = True
+        return result
+
+    def reference_binary(self, plan, sp, variant):
+        """The stage's public tests linked with the reference of the stage and
+        of every stage it uses (built from solutions/, or shipped prebuilt in
+        the handout), or None when there is neither. Linked once per set of
+        objects, under the build directory, for every tree graded."""
+        shipped = self.root / "grader" / "reference" / sp.stage.name / f"tests-{variant}"
+        if not (self.reference / sp.stage.name).is_dir():
+            return shipped if shipped.exists() else None
+        code = build.CODE_VARIANT[variant]
+        try:
+            tests_dir, _ = self.test_dirs(sp.stage.name)
+            objs = self.builder.test_objects(tests_dir, variant, self._dirs(sp, self.reference))
+            for name in sp.closure + [sp.stage.name]:
+                objs += self.reference_objects(plan.of(name), code)
+            objs += self.builder.common_objects(variant)
+        except build.BuildError:
+            return None
+        out = self.shared / build._digest(*map(str, objs)) / f"tests-{variant}"
+        with self._lock(str(out)):
+            if out.exists():
+                return out
+            tmp = out.with_name(f".{out.name}.{threading.get_ident()}")
+            try:
+                self.builder.link(objs, tmp, variant)
+            except build.BuildError:
+                return None
+            tmp.replace(out)   # another grader process may link the same: either copy is the same binary
+            return out
+
+    def _lock(self, key):
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+

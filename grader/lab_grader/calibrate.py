@@ -1,0 +1,74 @@
+"""Step 4 of a grading: a timeout is judged against the machine.
+
+Two rules, applied in this order to a lane run's outcomes:
+
+1. A test that timed out before its body began (no BEGIN record: the worker
+   was never scheduled, or its start-up stalled, on a machine under heavy
+   load) has run no code under test, so it is run once more on the same
+   binary before it is judged.
+2. A test that still timed out is run again at once on the reference, in
+   the same lane with the same limits. If the reference passes it within a
+   quarter of the limit (limits are set near ten times the reference's time
+   on a quiet machine), the machine is not the problem and the timeout
+   stands, with the reference's time beside it. If the reference is as
+   slow, nobody can be judged on this machine right now: the outcome
+   becomes TOO_SLOW and its item is left unjudged, with "rerun" in its line.
+
+A hang is still caught as fast as before; only a loaded machine costs the
+second run.
+"""
+import dataclasses
+
+from . import invoke
+from .outcomes import Verdict
+
+
+def moved_to(inv, run_dir, **changes):
+    """The same invocation in another run directory (every path that named
+    the old one renamed)."""
+    moved = invoke.mover({str(inv.run_dir): str(run_dir)})
+    return dataclasses.replace(inv, run_dir=run_dir, env={k: moved(v) for k, v in inv.env.items()},
+                               wrapper=[moved(w) for w in inv.wrapper],
+                               make_dirs=[moved(str(m)) for m in inv.make_dirs], **changes)
+
+
+def calibrate(outs, inv, runner, reference, reference_tests):
+    """Applies both rules to outs ({test: Outcome} of the run `inv`), in
+    place. reference: the reference's test binary for the lane, or None;
+    reference_tests: the tests it has (an instructor's hidden test is not in
+    it)."""
+    slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT]
+    if not slow:
+        return outs
+    retry_unbegun(outs, inv, runner, [t for t in slow if not outs[t].began])
+    slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT and t in reference_tests]
+    if not slow or reference is None:
+        return outs
+    again = moved_to(inv, inv.run_dir.parent / f"{inv.run_dir.name}-reference", binary=reference, tests=slow)
+    mine, _ = runner.run(again, {})
+    for t in slow:
+        o, r = outs[t], mine[t]
+        limit = o.seconds
+        if r.passed and r.seconds <= limit / 4:
+            o.details.insert(0, f"the reference solution passes this test in {r.seconds:.1f} s on this machine "
+                                f"right now (the limit is {limit:.1f} s): this is not the machine's slowness")
+            continue
+        took = "timed out too" if r.verdict == Verdict.TIMEOUT else f"took {r.seconds:.1f} s of the {limit:.1f} s limit"
+        o.verdict = Verdict.TOO_SLOW
+        o.message = (f"too slow to judge, rerun: the reference solution {took} on this machine just now "
+                     f"(is it loaded?)")
+        o.details = []
+    return outs
+
+
+def retry_unbegun(outs, inv, runner, tests):
+    """Rule 1: the tests that timed out before they began, run once more."""
+    if not tests:
+        return
+    again = moved_to(inv, inv.run_dir.parent / f"{inv.run_dir.name}-again", tests=tests)
+    second, _ = runner.run(again, {})
+    for t in tests:
+        first = outs[t]
+        outs[t] = second[t]
+        outs[t].details.insert(0, f"the first run timed out after {first.seconds:.1f} s before the test began "
+                                  "(the machine did not start it): this is the second run")

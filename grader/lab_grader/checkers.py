@@ -1,0 +1,80 @@
+"""The checkers that read a lane's logs (Valgrind's per-process logs,
+ThreadSanitizer's), and the step that turns a test's outcome into "memory
+error" or "data race" when its checker reported problems for one of the
+test's processes.
+"""
+import pathlib
+import re
+
+from . import records
+from .outcomes import Verdict
+
+VG_ERROR_START = re.compile(r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Argument 'size'|Process terminating|\d[\d,]* (\(\d[\d,]* direct, \d[\d,]* indirect\) )?bytes in [\d,]+ blocks are (definitely|indirectly) lost)")
+
+
+def valgrind_errors(log_text):
+    """The error blocks of one Valgrind log (each a list of lines)."""
+    blocks, cur = [], None
+    for line in log_text.splitlines():
+        if VG_ERROR_START.match(line):
+            cur = [line]
+            blocks.append(cur)
+        elif cur is not None:
+            if line.rstrip() in ("", ) or re.match(r"^==\d+==\s*$", line):
+                cur = None
+            else:
+                cur.append(line)
+    return blocks
+
+
+def valgrind_by_pid(log_dir):
+    out = {}
+    for f in pathlib.Path(log_dir).glob("*.log"):
+        blocks = valgrind_errors(f.read_text(errors="replace"))
+        if blocks:
+            out[f.stem] = blocks
+    return out
+
+
+def tsan_by_pid(log_dir):
+    out = {}
+    for f in pathlib.Path(log_dir).glob("tsan.*"):
+        text = f.read_text(errors="replace")
+        reports = [b for b in text.split("==================") if "ThreadSanitizer" in b]
+        if reports:
+            out[f.name.rsplit(".", 1)[-1]] = [r.strip().splitlines() for r in reports]
+    return out
+
+
+# frames of the grader's own plumbing, never the student's business
+PLUMBING = ("__wrap_", "lab_standin_fn_", "run_one (", "run_one common/", "main (runner.c", "main common/testing/standin",
+            "criterion_internal_test_main", "(below main)")
+
+
+def shorten_report(lines, limit=24):
+    keep = []
+    for line in lines:
+        line = records.short_path(re.sub(r"^==\d+== ?", "", line))
+        line = re.sub(r" \((?:tests-\w+|libtsan\.so[.\d]*)\+0x[0-9a-f]+\)$", "", line)
+        if any(p in line for p in PLUMBING):
+            continue
+        keep.append("    " + line)
+        if len(keep) >= limit:
+            keep.append("    ...")
+            break
+    return keep
+
+
+def attach(outs, result, by_pid, overrides, verdict, message, shown, limit):
+    """Turns a test's outcome into `verdict` when a checker reported problems
+    for one of the test's processes (their pids are in the test's records)
+    and the outcome is one of `overrides`."""
+    for t, o in outs.items():
+        pids = [r.pid for r in result.records.get(t, [])]
+        found = [rep for p in pids for rep in by_pid.get(p, [])]
+        if found and o.verdict in overrides:
+            o.verdict = verdict
+            o.message = message.format(n=len(found))
+            o.details = []
+            for rep in found[:shown]:
+                o.details += shorten_report(rep, limit=limit)

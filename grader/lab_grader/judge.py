@@ -1,0 +1,105 @@
+"""The verdict of one test in one run, from the runner's XML report and the
+test's own records (records.py). The records decide what the report cannot:
+a test that "passed" without writing END with this grading's nonce left
+early; a TODO record means "not started"; a HANG record carries every
+thread's backtrace.
+"""
+from . import records
+from .invoke import fork_limit_note
+from .outcomes import Outcome, Verdict
+
+WHY_SIGNAL = {
+    "XFSZ": "the test wrote more than 32 MB (to its output or a file): an endless print loop?",
+}
+
+
+def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
+    """The outcome of one test from its report line and its records."""
+    runs = recs.get(test, [])
+    run = runs[-1] if runs else None
+    seed = run.seed if run else ""
+    notes = run.notes if run else []
+    o = Outcome(test=test, verdict=Verdict.MISSING, seed=seed, notes=notes, began=run is not None)
+    if run and run.todo:
+        o.verdict, o.message = Verdict.NOT_STARTED, f"not started: {records.short_path(run.todo)}"
+        return o
+    if test not in report:
+        if run and run.crash:  # the test's own record outlived the runner's report
+            report = dict(report)
+            report[test] = ("ERRORED", "crash", "", 0.0)
+        else:
+            o.message = "the test did not run (the runner stopped before it, or crashed itself)"
+            return o
+    status, kind, message, secs = report[test]
+    o.seconds = secs
+    if status == "PASSED":
+        if run and run.ended and run.nonce == nonce:
+            o.verdict = Verdict.PASS
+        else:
+            o.verdict = Verdict.EXITED_EARLY
+            o.message = ("the test process ended before the test did: something called exit() "
+                         "(or returned from a thread in a way that ended the process) inside the code under test")
+        return o
+    if kind == "timeout":
+        o.verdict = Verdict.TIMEOUT
+        o.message = f"timed out after {secs:.1f} s" + (f": {hang_hint}" if hang_hint else "")
+        threads = [t for t in run.threads if t.name != "lab-watchdog" and t.state != "blocked"] if run else []
+        if threads:
+            if any(t.state == "R" for t in threads):
+                o.details.append("likely cause: a thread was still running when time ran out: a loop that "
+                                 "polls or spins instead of parking (or plain slowness)")
+            else:
+                o.details.append("likely cause: every thread was asleep: a wake that never came (a lost "
+                                 "wakeup: Pending returned with no waker registered, or the waker was "
+                                 "dropped instead of woken) or a deadlock")
+        if run and run.threads:
+            o.details.append("where each thread was when the watchdog fired:")
+            for t in run.threads:
+                if t.name == "lab-watchdog" or t.state == "blocked":
+                    continue  # the harness's own thread; Criterion's I/O thread
+                o.details.append(f"  thread {t.tid} ({t.name}, state {t.state}):")
+                o.details += [f"    #{i} {f}" for i, f in enumerate(symbolizer.frames(t.frames))]
+        return o
+    if kind == "crash" or (run and run.crash):
+        o.verdict = Verdict.CRASH
+        sig = run.crash if run and run.crash else "a signal"
+        o.message = f"crashed with {sig}" if sig.startswith("SIG") else f"crashed (SIG{sig})" if sig != "a signal" else "crashed"
+        if sig in WHY_SIGNAL:
+            o.message += ": " + WHY_SIGNAL[sig]
+        if run and run.crash_frames:
+            o.details.append("where it crashed:")
+            o.details += [f"    #{i} {f}" for i, f in enumerate(symbolizer.frames(run.crash_frames))]
+        elif message:
+            o.details.append(message)
+        return o
+    if run and run.unjudged and run.unjudged_nonce == nonce and not run.crash:
+        # lab_cannot_judge: the machine could not measure it (a forged record
+        # lacks the nonce and stays an ordinary failure)
+        o.verdict = Verdict.UNJUDGED
+        o.message = f"cannot judge on this machine, rerun: {run.unjudged}"
+        return o
+    o.verdict = Verdict.FAIL
+    message = records.short_path(message)
+    if message and "assertion(s) failed" not in message:
+        o.message = message
+    elif run and not run.ended and status == "FAILED":
+        o.message = ("the test process exited with a failure status before the test finished "
+                     "(exit() with a non-zero code inside the code under test?)")
+    else:
+        o.message = message or "failed"
+    return o
+
+
+# ---- Valgrind ------------------------------------------------------------------
+
+
+def judge_run(tests, result, binary, nonce, hang_hints):
+    """{test: Outcome} for every test a run (invoke.RunResult) was asked to
+    run. A run that met the process limit says so on every failure."""
+    sym = records.Symbolizer(binary)
+    outs = {t: judge(t, result.report, result.records, sym, nonce, hang_hints.get(t, "")) for t in tests}
+    if result.refused:
+        for o in outs.values():
+            if not o.passed:
+                o.details.insert(0, fork_limit_note(result.refused))
+    return outs

@@ -1,0 +1,140 @@
+"""Step 3 of a grading: the lanes, as one table, and the runner that runs a
+lane's tests once and judges what happened.
+
+  lane      binary  runner      jobs  checker                 limits
+  plain     plain   Criterion   2     -                       1 GB data
+  race      plain   Criterion   2     -                       1 GB data   (the item's tests, `runs` times)
+  valgrind  vg      stand-in    2     Valgrind's logs         none (Valgrind maps large regions), 900 s backstop
+  tsan      tsan    stand-in    1     ThreadSanitizer's logs  none (shadow memory)
+  perf      plain   Criterion   1     -                       1 GB data, every slot: nothing else runs
+
+A lane only runs and judges; calibrating a timeout (calibrate.py) and
+turning checker reports into verdicts (`check`) are the pipeline's next
+steps, in that order.
+"""
+import dataclasses
+import threading
+import time
+
+from . import checkers, invoke, judge
+from .outcomes import Verdict
+
+VALGRIND = ("valgrind", "-q", "--trace-children=yes", "--fair-sched=yes", "--leak-check=full",
+            "--show-leak-kinds=definite,indirect", "--errors-for-leak-kinds=definite,indirect",
+            "--num-callers=16",
+            # no vgdb: its shared-memory file in /tmp is named by pid, and a
+            # file left by another jailed user id whose pid came round again
+            # made Valgrind exit 1 ("cannot create shared_mem file")
+            "--vgdb=no")
+TSAN_OPTIONS = "halt_on_error=1 exitcode=66 second_deadlock_stack=1 history_size=4 atexit_sleep_ms=0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Checker:
+    """Reads a lane's logs and overrides the verdicts it has evidence for."""
+    logs: str                 # the log directory's name in the run directory
+    by_pid: object            # log directory -> {pid: [report lines]}
+    overrides: tuple          # the verdicts a report replaces
+    verdict: Verdict
+    message: str              # with {n}: how many reports
+    shown: int                # reports shown
+    limit: int                # lines per report
+
+
+@dataclasses.dataclass(frozen=True)
+class Lane:
+    name: str
+    variant: str              # which of the stage's binaries
+    jobs: int = 2
+    wrapper: tuple = ()       # command before the binary; {logs} is the log directory
+    env: tuple = ()           # (name, value) pairs; {logs} is the log directory, {scale} the Valgrind scale
+    timeout: float = 300      # the whole run: a backstop behind each test's own timeout
+    data_limit: int = invoke.DATA_LIMIT
+    checker: Checker = None
+    exclusive: bool = False   # takes every slot: nothing else runs beside it
+
+    def invocation(self, binary, tests, run_dir, base_env, scale):
+        logs = run_dir / self.checker.logs if self.checker else None
+        fill = lambda s: s.format(logs=logs, scale=scale)  # noqa: E731
+        env = dict(base_env)
+        env.update({k: fill(v) for k, v in self.env})
+        return invoke.Invocation(binary, list(tests), run_dir, jobs=self.jobs, env=env,
+                                 wrapper=[fill(w) for w in self.wrapper], timeout=self.timeout,
+                                 make_dirs=[logs] if logs else [], data_limit=self.data_limit)
+
+
+LANES = {
+    "plain": Lane("plain", "plain"),
+    "race": Lane("race", "plain"),
+    "valgrind": Lane("valgrind", "vg", wrapper=VALGRIND + ("--log-file={logs}/%p.log",), env=(("LAB_SCALE", "{scale}"),),
+                     timeout=900, data_limit=0,
+                     checker=Checker("vg", checkers.valgrind_by_pid, (Verdict.PASS, Verdict.FAIL), Verdict.MEMORY,
+                                     "Valgrind found {n} memory error(s) or leak(s)", shown=3, limit=24)),
+    "tsan": Lane("tsan", "tsan", jobs=1, env=(("TSAN_OPTIONS", TSAN_OPTIONS + " log_path={logs}/tsan"),), data_limit=0,
+                 checker=Checker("tsan", checkers.tsan_by_pid,
+                                 (Verdict.PASS, Verdict.FAIL, Verdict.TIMEOUT, Verdict.CRASH, Verdict.EXITED_EARLY),
+                                 Verdict.RACE, "ThreadSanitizer reported {n} problem(s)", shown=2, limit=30)),
+    "perf": Lane("perf", "plain", jobs=1, exclusive=True),
+}
+# the words a report uses for a lane's tool
+TOOL = {"valgrind": "Valgrind", "tsan": "ThreadSanitizer"}
+
+
+def check(lane, outs, result, run_dir):
+    """The lane's checker over a finished run's outcomes."""
+    c = lane.checker
+    if c is not None:
+        checkers.attach(outs, result, c.by_pid(run_dir / c.logs), c.overrides, c.verdict, c.message, c.shown, c.limit)
+    return outs
+
+
+class Runner:
+    """Runs invocations two at a time (the machine's slots), keeps every run
+    directory and how long each took, and judges what a run left."""
+
+    def __init__(self, nonce, seed, slots, valgrind_scale, work):
+        self.nonce = nonce
+        self.seed = seed
+        self.nslots = slots
+        self.slots = threading.BoundedSemaphore(slots)
+        self.valgrind_scale = valgrind_scale
+        self.work = work
+        self.run_dirs = []   # every run directory, in order
+        self.timings = []    # (run directory relative to work, seconds)
+
+    def env(self):
+        env = {"LAB_NONCE": self.nonce}
+        if self.seed is not None:
+            env["LAB_SEED"] = str(self.seed)
+        return env
+
+    def invocation(self, lane, binary, tests, run_dir):
+        return lane.invocation(binary, tests, run_dir, self.env(), self.valgrind_scale)
+
+    def execute(self, inv, exclusive=False):
+        """One run; returns its invoke.RunResult."""
+        self.run_dirs.append(inv.run_dir)
+        weight = self.nslots if exclusive else 1
+        for _ in range(weight):
+            self.slots.acquire()
+        start = time.monotonic()
+        try:
+            return inv.execute()
+        finally:
+            self.timings.append((str(inv.run_dir.relative_to(self.work)), time.monotonic() - start))
+            for _ in range(weight):
+                self.slots.release()
+
+    def run(self, inv, hang_hints, exclusive=False):
+        """One run, judged: ({test: Outcome}, RunResult)."""
+        result = self.execute(inv, exclusive)
+        return judge.judge_run(inv.tests, result, inv.binary, self.nonce, hang_hints), result
+
+    def lane_seconds(self):
+        """{(stage, lane): seconds spent running tests}, for instructors."""
+        out = {}
+        for where, secs in self.timings:
+            parts = where.split("/")
+            lane = parts[1].split("-")[0] if len(parts) > 1 else "?"
+            out[(parts[0], lane)] = out.get((parts[0], lane), 0.0) + secs
+        return out

@@ -1,0 +1,303 @@
+"""The grading of one tree, in stage order:
+
+    plan -> build -> lanes -> calibrate -> verdict
+    plan.py  assemble.py  lanes.py  calibrate.py  verdict.py
+
+Every stage to build (the selected ones and the earlier stages they use) gets
+a thread, started in stage order. A stage's build waits for one fact about
+each earlier stage it uses, which that stage's own thread has already
+decided: can the student's version be linked in (it builds and passes all
+its tests in the plain lane), or must the reference stand in? Then the
+stage's lanes run side by side; the performance lane waits until every
+other lane of every stage is done, and then runs alone. pytest asks for each
+item's result, which waits for what it needs.
+
+Nothing flows back: building never runs a test, a lane never builds, and
+the verdict of an item is read from results the pipeline already has.
+"""
+import concurrent.futures
+import dataclasses
+import fcntl
+import json
+import os
+import pathlib
+import secrets
+import threading
+
+from . import assemble, build, calibrate, integrity, lanes, plan, verdict
+from .outcomes import HUNG_VERDICTS, Outcome, Verdict
+
+QUICK_SKIPS = ("valgrind", "tsan", "perf")
+
+
+def spawn(fn, *args):
+    """fn(*args) in a thread of its own; its result (or exception) in a Future."""
+    fut = concurrent.futures.Future()
+
+    def go():
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits
+            fut.set_exception(e)
+    threading.Thread(target=go, daemon=True).start()
+    return fut
+
+
+class Memo:
+    """Runs each keyed computation once; other callers wait for its result."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._futures = {}
+
+    def get(self, key, fn):
+        with self._lock:
+            fut = self._futures.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._futures[key] = concurrent.futures.Future()
+        if owner:
+            try:
+                fut.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 - handed to every waiter
+                fut.set_exception(e)
+        return fut.result()
+
+
+@dataclasses.dataclass
+class Grading:
+    """What a report needs to know of a grading, besides the item results."""
+    root: pathlib.Path
+    target: pathlib.Path
+    stages: dict          # name -> rubric.Stage
+    builds: dict          # name -> assemble.StageBuild
+    untrusted: list       # the grader's files that changed while it ran (no score is given)
+
+
+class Pipeline:
+    def __init__(self, root, target, stages, selected, build_dir, items=None, test=None, seed=None,
+                 werror=False, valgrind_scale=0.05, slots=2, reference=None, quick=False, hidden=None):
+        self.root = pathlib.Path(root)
+        self.target = pathlib.Path(target).resolve()
+        self.build_dir = pathlib.Path(build_dir)
+        self.hidden = pathlib.Path(hidden) if hidden else None
+        self.reference = pathlib.Path(reference) if reference else self.root / "solutions"
+        self.plan = plan.make(self.root, stages, selected, items, test, self.hidden, quick)
+        slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
+        self.work = self.build_dir / "runs" / slug
+        self.assembler = assemble.Assembler(self.root, self.target, self.reference, self.hidden, self.build_dir,
+                                            self.work, werror)
+        self.runner = lanes.Runner(secrets.token_hex(8), seed, slots, valgrind_scale, self.work)
+        self.memo = Memo()
+        self.builds = {}     # name -> Future of StageBuild
+        self.usable = {}     # name -> Future of (True, "") or (False, why)
+        self.others_done = threading.Event()
+        self._lock_file = None
+        self._files = None   # the fingerprint of the grader's own files, taken at start()
+        self._run_lanes = True
+
+    # ---- the run ------------------------------------------------------------
+
+    def start(self, lanes=True):
+        """Starts every stage's thread, in stage order (lanes=False: builds
+        only, with the plain runs that decide which earlier stages are
+        usable)."""
+        self._run_lanes = lanes
+        self._lock()
+        self._files = integrity.fingerprint(self.root, self.hidden)
+        used = {d for sp in self.plan.order for d in sp.closure}
+        threads = []
+        for sp in self.plan.order:
+            self.builds[sp.stage.name] = concurrent.futures.Future()
+            if sp.stage.name in used:
+                self.usable[sp.stage.name] = concurrent.futures.Future()
+            threads.append(spawn(self._stage, sp))
+
+        def barrier():
+            concurrent.futures.wait(threads)
+            self.others_done.set()
+        threading.Thread(target=barrier, daemon=True).start()
+
+    def _stage(self, sp):
+        name = sp.stage.name
+        try:
+            deps = {d: self.usable[d].result() for d in sp.closure}
+            b = self.assembler.build(self.plan, sp, deps)
+        except BaseException as e:  # noqa: BLE001 - whoever waits for the build sees it
+            self.builds[name].set_exception(e)
+            if name in self.usable:
+                self.usable[name].set_exception(e)
+            raise
+        self.builds[name].set_result(b)
+        jobs = []
+        if name in self.usable:
+            jobs.append(spawn(self._decide_usable, sp, b))
+        if b.ok and sp.items and self._run_lanes:
+            lanes_wanted = sp.lanes() - set(QUICK_SKIPS if self.plan.quick else ())
+            if "plain" in lanes_wanted:
+                jobs.append(spawn(self.plain, sp))
+            jobs += [spawn(self.race, sp, i) for i in sp.items if i.lane == "race"]
+            jobs += [spawn(self.checked_lane, sp, lane) for lane in ("valgrind", "tsan") if lane in lanes_wanted]
+        concurrent.futures.wait(jobs)
+
+    def _decide_usable(self, sp, b):
+        """Can the student's stage stand in for the reference in the stages
+        that use it? (True, "") or (False, why). Kept on disk by the objects
+        it was judged on, so grading many trees that share a stage (the
+        mutants of a later stage) judges it once."""
+        fut = self.usable[sp.stage.name]
+        try:
+            fut.set_result(self._usable(sp, b))
+        except BaseException as e:  # noqa: BLE001
+            fut.set_exception(e)
+
+    def _usable(self, sp, b):
+        if not b.ok:
+            return False, f"does not build ({b.error.first})"
+        if b.notes:
+            return False, "was itself graded with reference code"
+        cache = self.build_dir / "verdicts" / f"{b.key}.json"
+        if cache.exists():
+            data = json.loads(cache.read_text())
+            return data["ok"], data["why"]
+        outs = self.plain(sp, sp.tests)
+        bad = [o for o in outs.values() if not o.passed]
+        ok, why = (False, f"fails {len(bad)} of its {len(outs)} tests") if bad else (True, "")
+        if not any(o.verdict == Verdict.TIMEOUT for o in bad):  # a hang may be the machine's fault: do not keep it
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps({"ok": ok, "why": why}))
+        return ok, why
+
+    def build_only(self, name):
+        """The stage's build, as a grading would link it (make debug)."""
+        self.start(lanes=False)
+        return self.builds[name].result()
+
+    # ---- lanes ----------------------------------------------------------------
+
+    def _lane_run(self, sp, lane, tests, run_dir):
+        """One run of a lane: run and judge, calibrate timeouts, apply the
+        lane's checker."""
+        b = self.builds[sp.stage.name].result()
+        inv = self.runner.invocation(lane, b.binaries[lane.variant], tests, run_dir)
+        outs, result = self.runner.run(inv, sp.hang_hints, lane.exclusive)
+        calibrate.calibrate(outs, inv, self.runner, b.reference.get(lane.variant), set(sp.public))
+        return lanes.check(lane, outs, result, run_dir)
+
+    def plain(self, sp, tests=None):
+        """The plain lane: tests (by default those of the graded plain items;
+        every test when nothing is filtered) once: {test: Outcome}."""
+        if tests is None:
+            tests = sp.tests if self.plan.unfiltered else sp.lane_tests("plain")
+        tests = tuple(tests)
+
+        def go():
+            if not tests:
+                return {}
+            name = "plain" if len(tests) == len(sp.tests) else f"plain-{build._digest(*tests)[:8]}"
+            return self._lane_run(sp, lanes.LANES["plain"], tests, self.work / sp.stage.name / name)
+        return self.memo.get(("plain", sp.stage.name, tests), go)
+
+    def race(self, sp, item):
+        """The item's tests `runs` times (once in make check); stops at the
+        first failing run. Returns (runs done, first failing outcome or None)."""
+        def go():
+            tests = sp.item_tests[item.key]
+            runs = 1 if self.plan.quick else item.runs
+            for k in range(runs):
+                outs = self._lane_run(sp, lanes.LANES["race"], tests,
+                                      self.work / sp.stage.name / "race" / item.id / str(k))
+                bad = [o for o in outs.values() if not o.passed]
+                if bad:
+                    return k + 1, bad[0]
+            return runs, None
+        return self.memo.get(("race", item.key), go)
+
+    def checked_lane(self, sp, name):
+        """The Valgrind or TSan lane. A test that already timed out in the
+        plain lane is not run again under the tool: it would only time out
+        again, ten times slower (a wheel that never fires its timers cost 15
+        minutes of Valgrind before this). The plain lane takes seconds."""
+        def go():
+            tests = sp.lane_tests(name)
+            if not tests:
+                return {}
+            plain = self.plain(sp)
+            run_these, hung = [], {}
+            for t in tests:
+                o = plain.get(t)
+                if o is not None and o.verdict in HUNG_VERDICTS:
+                    hung[t] = Outcome(test=t, verdict=o.verdict, seed=o.seed,
+                                      message=f"not run under {lanes.TOOL[name]}: {o.message} without it (the plain lane)")
+                else:
+                    run_these.append(t)
+            if not run_these:
+                return hung
+            outs = self._lane_run(sp, lanes.LANES[name], run_these, self.work / sp.stage.name / name)
+            return {**outs, **hung}
+        return self.memo.get((name, sp.stage.name), go)
+
+    def perf(self, sp):
+        def go():
+            self.others_done.wait()
+            tests = sp.lane_tests("perf")
+            return self._lane_run(sp, lanes.LANES["perf"], tests, self.work / sp.stage.name / "perf") if tests else {}
+        return self.memo.get(("perf", sp.stage.name), go)
+
+    # ---- verdicts ---------------------------------------------------------------
+
+    def items(self):
+        return self.plan.items()
+
+    def result(self, item):
+        return self.memo.get(("item", item.key), lambda: self._result(item))
+
+    def _result(self, item):
+        sp = self.plan.of(item.stage)
+        if item.lane == "quiz":
+            name = sp.stage.name
+            return verdict.from_quiz(item, self.reference / name / "quiz.toml", self.target / name / "quiz.toml")
+        if self.plan.quick and item.lane in QUICK_SKIPS:
+            return verdict.left_to_make_grade(item)
+        b = self.builds[item.stage].result()
+        if not b.ok:
+            return verdict.not_built(item, b.error)
+        tests = sp.item_tests[item.key]
+        if item.lane == "race":
+            done, bad = self.race(sp, item)
+            return verdict.from_race(item, done, 1 if self.plan.quick else item.runs, bad)
+        if item.lane == "perf":
+            if (os.cpu_count() or 1) < 2:
+                return verdict.one_cpu(item)
+            outs = self.perf(sp)
+        elif item.lane == "plain":
+            outs = self.plain(sp)
+        else:
+            outs = self.checked_lane(sp, item.lane)
+        return verdict.from_outcomes(item, [outs[t] for t in tests])
+
+    # ---- the end ---------------------------------------------------------------------
+
+    def finish(self):
+        """The grading as the report sees it, with the integrity check: the
+        grader's files that changed since start() (empty when none did)."""
+        untrusted = []
+        if self._files is not None:
+            untrusted = integrity.changed(self._files, integrity.fingerprint(self.root, self.hidden))
+        builds = {n: f.result() for n, f in self.builds.items() if f.done() and f.exception() is None}
+        return Grading(self.root, self.target, self.plan.stages, builds, untrusted)
+
+    def _lock(self):
+        """One grading of a tree at a time: two would share (and delete)
+        each other's run directories and binaries. A second one waits."""
+        self.work.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(self.work.with_suffix(".lock"), "w")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"another grading of {self.target} is running; waiting for it", flush=True)
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+
+    def close(self):
+        if self._lock_file:
+            self._lock_file.close()  # releases the lock

@@ -1,0 +1,69 @@
+"""Step 5 of a grading: what each item earned, from the outcomes of its tests
+(or, for a quiz item, from the student's answers against the key).
+
+  passed       every test of the item passed
+  not judged   every failing test says nothing of the code (too slow to
+               judge, or the test itself could not measure here)
+  failed       otherwise; the summary speaks of the first failing test
+"""
+from . import quiz
+from .outcomes import NOT_JUDGED_VERDICTS, ItemResult, Outcome, Status, Verdict
+
+BUILD_WORDS = {"missing": "missing file", "link": "did not link", "grader": "grader error"}
+
+
+def not_built(item, error):
+    what = BUILD_WORDS.get(error.kind, "did not compile")
+    return ItemResult(item, Status.FAILED, 0, f"{what}: {error.first}" if error.kind != "link" else error.first)
+
+
+def from_outcomes(item, outcomes):
+    bad = [o for o in outcomes if not o.passed]
+    if not bad:
+        return ItemResult(item, Status.PASSED, item.points, "passed")
+    if all(o.verdict in NOT_JUDGED_VERDICTS for o in bad):
+        return ItemResult(item, Status.NOT_JUDGED, 0, f"{bad[0].test}: {bad[0].message}", outcome=bad[0])
+    first = bad[0]
+    summary = f"{first.test}: {first.message}" if first.verdict != Verdict.NOT_STARTED else first.message
+    return ItemResult(item, Status.FAILED, 0, summary, outcome=first)
+
+
+def from_race(item, done, runs, bad):
+    """A race item: `done` runs made of `runs`, stopped at the first failing
+    one (bad: its outcome, or None)."""
+    if bad is None:
+        return ItemResult(item, Status.PASSED, item.points, f"passed {done} of {done} runs")
+    r = from_outcomes(item, [bad])
+    r.summary = f"failed on run {done} of {runs}: {r.summary}"
+    return r
+
+
+def left_to_make_grade(item):
+    return ItemResult(item, Status.NOT_JUDGED, 0,
+                      f"the {item.lane} lane is left to `make grade` (make check is the quick pass)")
+
+
+def one_cpu(item):
+    return ItemResult(item, Status.NOT_JUDGED, 0, "cannot judge on this machine: one CPU (a performance "
+                      "check needs the test and its helpers on separate cores)")
+
+
+def from_quiz(item, key_file, answers_file):
+    """A quiz item: the student's answers (TARGET/stage/quiz.toml) against
+    the key (the reference's quiz.toml). The key never travels in the
+    handout: there, quiz items are left to the instructor."""
+    if not key_file.exists():
+        return ItemResult(item, Status.NOT_JUDGED, 0, "graded by your instructor (the answer key is not in the handout)")
+    try:
+        key = quiz.load(key_file)
+        answers = quiz.load(answers_file) if answers_file.exists() else {}
+    except quiz.QuizError as e:
+        return ItemResult(item, Status.FAILED, 0, str(e))
+    verdict = quiz.judge(item.tests, answers, key)
+    if verdict is None:
+        return ItemResult(item, Status.PASSED, item.points, "passed")
+    kind, text = verdict
+    outcome = Outcome(test=f"quiz::{item.id}", verdict=Verdict.NOT_STARTED if kind == "blank" else Verdict.FAIL,
+                      message=text)
+    return ItemResult(item, Status.FAILED, 0, text, outcome=outcome)
+
