@@ -69,7 +69,7 @@ check: deps
 
 grade-class: deps
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n]"; exit 2; }
-	@$(PY) grader/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)"
+	@$(PY) grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)"
 
 watch: deps
 	@test -n "$(STAGE)" || { echo "usage: make watch STAGE=n"; exit 2; }
@@ -87,22 +87,22 @@ test: deps-test labs-check quotes-check
 	@$(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
 
 labs:
-	@python3 grader/skeleton.py --write
+	@python3 grader/authoring/skeleton.py --write
 
 labs-check:
-	@python3 grader/skeleton.py --check
+	@python3 grader/authoring/skeleton.py --check
 
 quotes:
-	@python3 grader/quotes.py --write
+	@python3 grader/authoring/quotes.py --write
 
 quotes-check:
-	@python3 grader/quotes.py --check
+	@python3 grader/authoring/quotes.py --check
 
 handout: deps labs-check
-	@$(PY) grader/handout.py
+	@$(PY) grader/course/handout.py
 
 autograder: deps labs-check
-	@$(PY) grader/autograder.py
+	@$(PY) grader/course/autograder.py
 
 deps:
 	@sh grader/deps.sh grade
@@ -113,7 +113,7 @@ deps-test:
 # The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
 trace:
 	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
-	@$(or $(PY_MPL),$(PY),python3) grader/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
+	@$(or $(PY_MPL),$(PY),python3) grader/tracing/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
 	    --out "$(OUT)" $(if $(RENDER),--render "$(RENDER)")
 
 # Never a prerequisite of test: CI runs only `make test`.

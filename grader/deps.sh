@@ -40,7 +40,7 @@ have_matplotlib() {
 }
 if [ "${1:-grade}" = test ]; then
     have_xdist || need="$need python3-pytest-xdist"
-    # the trace renderer's self-test draws a picture (grader/trace_render.py)
+    # the trace renderer's self-test draws a picture (grader/tracing/trace_render.py)
     have_matplotlib || need="$need python3-matplotlib"
 fi
 # the TSan runtime comes with gcc's libtsan; check it links

@@ -7,7 +7,6 @@ import pathlib
 import re
 
 from . import records
-from .outcomes import Verdict
 
 VG_ERROR_START = re.compile(r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Argument 'size'|Process terminating|\d[\d,]* (\(\d[\d,]* direct, \d[\d,]* indirect\) )?bytes in [\d,]+ blocks are (definitely|indirectly) lost)")
 

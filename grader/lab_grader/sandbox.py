@@ -32,91 +32,25 @@ far as the machine allows, and the grader says how far that was:
             the machine's /tmp, and the report says so.
 
 Every step that runs in the child (between fork and exec) is plain system
-calls through ctypes and os, with no allocation-heavy Python in between.
+calls (kernel.py), with no allocation-heavy Python in between.
 """
 import atexit
-import ctypes
 import dataclasses
 import os
 import pathlib
 import secrets
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 
+from . import kernel
+
 PIDS_MAX = 512          # tasks (processes and threads) in one run
 UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
 COPY_BACK_FILES = 20000  # at most this many files come back from a run's directory
-
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
-MS_NOSUID = 0x2
-MS_NODEV = 0x4
-MS_BIND = 0x1000
-MS_REC = 0x4000
-MS_PRIVATE = 0x40000
-PRIVATE_DIRS = ("/tmp", "/dev/shm")  # each run gets empty ones
-SIOCGIFFLAGS = 0x8913
-SIOCSIFFLAGS = 0x8914
-IFF_UP = 0x1
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _unshare(flags):
-    if _libc.unshare(flags) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-def _mount(source, target, fstype, flags, data):
-    enc = (lambda v: None if v is None else v.encode())
-    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {target}: {os.strerror(err)}")
-
-
-def _private_dirs(home):
-    """In a new mount namespace: empty tmpfs on /tmp and /dev/shm, with the
-    run's private directory (home, which may live under /tmp) bound back in
-    at the same path."""
-    _unshare(CLONE_NEWNS)
-    _mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing of ours propagates out
-    keep = os.open(home, os.O_PATH | os.O_DIRECTORY) if home is not None else -1
-    try:
-        for d in PRIVATE_DIRS:
-            if os.path.isdir(d):
-                _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-        if keep >= 0 and any(str(home).startswith(d + "/") for d in PRIVATE_DIRS):
-            os.makedirs(home, mode=0o711, exist_ok=True)
-            _mount(f"/proc/self/fd/{keep}", str(home), None, MS_BIND, None)
-    finally:
-        if keep >= 0:
-            os.close(keep)
-
-
-def _loopback_up():
-    """Brings `lo` up in the current network namespace (it starts down)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        import fcntl
-        req = struct.pack("16sH22x", b"lo", 0)
-        flags = struct.unpack("16sH22x", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
-        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
-
-
-def _write(path, text):
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
 
 def _pids_root():
     """A directory where a pids cgroup can be made, or None."""
@@ -143,19 +77,19 @@ class Jail:
     def preexec(self):
         sb = self.sandbox
         if self.cgroup is not None:
-            _write(self.cgroup / "cgroup.procs", str(os.getpid()))
+            kernel.write(self.cgroup / "cgroup.procs", str(os.getpid()))
         if sb.netns == "root":
-            _unshare(CLONE_NEWNET)
-            _loopback_up()
+            kernel.unshare(kernel.CLONE_NEWNET)
+            kernel.loopback_up()
         elif sb.netns == "user":
             uid, gid = os.getuid(), os.getgid()
-            _unshare(CLONE_NEWUSER | CLONE_NEWNET)
-            _write("/proc/self/setgroups", "deny")
-            _write("/proc/self/uid_map", f"{uid} {uid} 1")
-            _write("/proc/self/gid_map", f"{gid} {gid} 1")
-            _loopback_up()
+            kernel.unshare(kernel.CLONE_NEWUSER | kernel.CLONE_NEWNET)
+            kernel.write("/proc/self/setgroups", "deny")
+            kernel.write("/proc/self/uid_map", f"{uid} {uid} 1")
+            kernel.write("/proc/self/gid_map", f"{gid} {gid} 1")
+            kernel.loopback_up()
         if sb.private_dirs:
-            _private_dirs(self.home)
+            kernel.private_dirs(self.home)
         if self.uid >= 0:
             if self.cgroup is None:
                 import resource
@@ -205,7 +139,7 @@ class Jail:
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             return
         try:
-            _write(self.cgroup / "pids.max", "0")  # no more forks: a fork bomb cannot outrun the kills
+            kernel.write(self.cgroup / "pids.max", "0")  # no more forks: a fork bomb cannot outrun the kills
         except OSError:
             pass
         for _ in range(250):
@@ -307,7 +241,7 @@ class Sandbox:
         if self._group is not None:
             j.cgroup = self._group / secrets.token_hex(6)
             j.cgroup.mkdir()
-            _write(j.cgroup / "pids.max", str(PIDS_MAX))
+            kernel.write(j.cgroup / "pids.max", str(PIDS_MAX))
         return j
 
     def describe(self):

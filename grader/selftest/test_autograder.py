@@ -13,7 +13,7 @@ from conftest import GRADER, ROOT, stages
 
 def test_autograder_zip(tmp_path):
     z = tmp_path / "autograder.zip"
-    proc = subprocess.run([sys.executable, str(GRADER / "autograder.py"), "--out", str(z)],
+    proc = subprocess.run([sys.executable, str(GRADER / "course" / "autograder.py"), "--out", str(z)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     ag = tmp_path / "autograder"

@@ -9,7 +9,7 @@ from conftest import GRADER, ROOT, apply_mutant, mutants, stages
 
 def test_handout(tmp_path):
     out = tmp_path / "handout"
-    proc = subprocess.run([sys.executable, str(GRADER / "handout.py"), "--out", str(out)],
+    proc = subprocess.run([sys.executable, str(GRADER / "course" / "handout.py"), "--out", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert not (out / "solutions").exists()

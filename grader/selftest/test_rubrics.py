@@ -86,7 +86,7 @@ def test_race_items_repeat(stage):
 
 
 def test_labs_up_to_date():
-    proc = subprocess.run([sys.executable, str(GRADER / "skeleton.py"), "--check"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, str(GRADER / "authoring" / "skeleton.py"), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -1,6 +1,6 @@
 """The trace facility (docs/tracing.md): common/trace.{h,c}, the hooks in
-stages 03 and 05, make trace's builder (grader/trace_build.py) and the renderer
-(grader/trace_render.py).
+stages 03 and 05, make trace's builder (grader/tracing/trace_build.py) and the renderer
+(grader/tracing/trace_render.py).
 
   - the files are valid Chrome Trace Event JSON (what Perfetto loads);
   - three yielding tasks on the reference give exactly the expected events;
@@ -23,6 +23,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "grader"))
+sys.path.insert(0, str(ROOT / "grader" / "tracing"))
 import trace_build as lab_trace  # noqa: E402
 
 CC = os.environ.get("CC", "gcc")
@@ -369,7 +370,7 @@ def test_render_draws_a_png(three_tasks, tmp_path):
     out = tmp_path / "t.json"
     assert run_example(three_tasks, out, [50]).returncode == 0
     png = tmp_path / "t.png"
-    proc = subprocess.run([sys.executable, str(ROOT / "grader/trace_render.py"), str(out), "-o", str(png)],
+    proc = subprocess.run([sys.executable, str(ROOT / "grader/tracing/trace_render.py"), str(out), "-o", str(png)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = png.read_bytes()

@@ -9,6 +9,7 @@ import pytest
 from conftest import GRADER
 
 sys.path.insert(0, str(GRADER))
+sys.path.insert(0, str(GRADER / "authoring"))
 import skeleton  # noqa: E402
 from lab_grader import checkers, invoke, judge, plan, records, rubric  # noqa: E402
 

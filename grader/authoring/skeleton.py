@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)/\* BEGIN STUDENT(?P<kind> FIELDS| HIDDEN)?(?::\s*(?P<hint>.*?))?\s*\*/\s*$")
 END = re.compile(r"^[ \t]*/\* END STUDENT \*/\s*$")
 

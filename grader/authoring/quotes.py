@@ -28,7 +28,7 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ["docs", "README.md"]
 QUOTE = re.compile(r"^<!-- quote: (?P<path>[^#\s]+)#(?P<name>[\w.-]+) -->\n(?P<fence>```\w*\n)(?P<body>.*?)^```$",
                    re.M | re.S)

@@ -5,7 +5,7 @@ not see.
     handout.py [--out DIR]        (default build/handout)
 
 In:  README.md, Makefile, docs/ (answer files left out), common/, labs/, examples/
-     (make trace, with grader/trace_build.py and grader/trace_render.py),
+     (make trace, with grader/tracing/trace_build.py and grader/tracing/trace_render.py),
      the public grader (rubrics, tests, the engine), and reference objects:
      every stage's solution compiled (plain and TSan builds), no source, so a
      later stage can be graded on top of a reference earlier stage; and each
@@ -19,13 +19,13 @@ import pathlib
 import shutil
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
 
 from lab_grader import assemble, build, plan, rubric  # noqa: E402
 
-KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "skeleton.py", "grade", "lab_grader", "rubric", "tests",
-               "trace_build.py", "trace_render.py"]
+KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "authoring/skeleton.py", "grade", "lab_grader", "rubric", "tests",
+               "tracing", "tools.py"]
 
 
 def ignore(_dir, names):
@@ -77,6 +77,7 @@ def main():
         if src.is_dir():
             shutil.copytree(src, out / "grader" / name, ignore=ignore)
         else:
+            (out / "grader" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, out / "grader" / name)
     reference_objects(out, ROOT / "build" / "grade")
     print(f"wrote {out}")

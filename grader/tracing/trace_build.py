@@ -9,7 +9,7 @@ together with the target tree's files of that stage and of the stages it
 stands on (the rubric's `uses`, as the grader does), common/ and
 common/trace.c, then run with LAB_TRACE_FILE pointing at --out. Open the file
 at https://ui.perfetto.dev (or chrome://tracing), or draw it with
-grader/trace_render.py (--render does both in one go). docs/tracing.md.
+grader/tracing/trace_render.py (--render does both in one go). docs/tracing.md.
 
 A serving example (stage 06's echo server) is started on a free port to
 serve a few connections, loaded by examples/06-reactor/load_client (built
@@ -23,7 +23,7 @@ import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
 
 from lab_grader import rubric  # noqa: E402
@@ -187,9 +187,9 @@ def main(argv=None):
         sys.exit(f"trace: {example.stem} exited with {rc} and wrote no trace")
     print(f"trace: wrote {out} ({example.stem} on {a.target}, exit status {rc})")
     print("       open it at https://ui.perfetto.dev, or draw it: "
-          f"python3 grader/trace_render.py {a.out} -o trace.png")
+          f"python3 grader/tracing/trace_render.py {a.out} -o trace.png")
     if a.render:
-        r = subprocess.run([sys.executable, str(ROOT / "grader" / "trace_render.py"), str(out),
+        r = subprocess.run([sys.executable, str(ROOT / "grader" / "tracing" / "trace_render.py"), str(out),
                             "-o", a.render])
         if r.returncode != 0:
             return r.returncode

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SETUP = """#!/bin/sh
 # Gradescope runs this once, as root, when the autograder image is built.
@@ -68,7 +68,7 @@ def main():
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tree = pathlib.Path(tmp) / "source"
-        proc = subprocess.run([sys.executable, str(ROOT / "grader" / "handout.py"), "--out", str(tree)],
+        proc = subprocess.run([sys.executable, str(ROOT / "grader" / "course" / "handout.py"), "--out", str(tree)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             print(proc.stdout + proc.stderr, file=sys.stderr)
