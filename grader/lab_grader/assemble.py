@@ -15,7 +15,7 @@ import dataclasses
 import pathlib
 import threading
 
-from . import build, records
+from . import build, gate, intake, records
 
 
 @dataclasses.dataclass
@@ -26,6 +26,7 @@ class StageBuild:
     reference: dict = dataclasses.field(default_factory=dict)  # variant -> the reference's test binary, or None
     warnings: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)      # "graded with the reference ..."
+    remarks: list = dataclasses.field(default_factory=list)    # about the student's files (a header not used)
     key: str = ""   # digest of the objects the plain binary was linked from
 
 
@@ -39,18 +40,61 @@ class Assembler:
         self.shared = pathlib.Path(build_dir) / "reference-bin"
         self.work = pathlib.Path(work)
         self.werror = werror
+        self.src = self.work / "src"   # the student's stages as taken in (intake.py)
+        self._intakes = {}
+        self._allowed = {}
         self._locks = {}
         self._guard = threading.Lock()
 
     def _dirs(self, sp, tree):
         return [pathlib.Path(tree) / n for n in sp.closure + [sp.stage.name]]
 
-    def student_objects(self, sp, variant):
-        d = self.target / sp.stage.name
-        if not d.is_dir():
-            raise build.BuildError(f"{d} does not exist", "", kind="missing")
-        dirs = self._dirs(sp, self.target)
-        return [self.builder.compile(d / src, variant, dirs, werror=self.werror) for src in sp.stage.sources]
+    def take_in(self, sp):
+        """The stage's files as the grader compiles them (once per grading)."""
+        name = sp.stage.name
+        with self._lock(("intake", name)):
+            if name not in self._intakes:
+                self._intakes[name] = intake.take_in(self.target / name, self.src / name,
+                                                     intake.grader_headers(self.root, name))
+            return self._intakes[name]
+
+    def student_objects(self, plan, sp, variant):
+        if not (self.target / sp.stage.name).is_dir():
+            raise build.BuildError(f"{self.target / sp.stage.name} does not exist", "", kind="missing")
+        taken = self.take_in(sp)
+        if taken.refused:
+            raise build.BuildError(taken.refused, "", kind="refused")
+        dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
+        out = [self.builder.compile(taken.dir / src, variant, dirs, werror=self.werror) for src in sp.stage.sources]
+        if variant == "plain":
+            for src, c in zip(sp.stage.sources, out):
+                self._gate(plan, sp, taken.dir / src, c.obj, dirs)
+        return out
+
+    def _gate(self, plan, sp, source, obj, dirs):
+        """The gate's checks of one compiled student file, once per object."""
+        allow = self.allowed(plan, sp)
+        mark = obj.with_suffix(f".gate-{allow.digest}")
+        if mark.exists():
+            return
+        try:
+            students = [p for p in (self.src / sp.stage.name).iterdir()]
+            gate.check_preprocessed(self.builder.preprocess(source, "plain", dirs), students)
+            gate.check_object(obj, source.name, allow)
+        except gate.Refused as e:
+            raise build.BuildError(str(e), "", kind="refused") from None
+        mark.write_text("")
+
+    def allowed(self, plan, sp):
+        """What the stage's student objects may define and use, from its
+        reference objects (memoized)."""
+        name = sp.stage.name
+        with self._lock(("allowed", name)):
+            if name not in self._allowed:
+                ref = self.reference_objects(sp, "plain")
+                earlier = [o for n in sp.closure for o in self.reference_objects(plan.of(n), "plain")]
+                self._allowed[name] = gate.allowed(ref, earlier, self.builder.api_objects())
+            return self._allowed[name]
 
     def reference_objects(self, sp, variant):
         """The reference stage: compiled from solutions/ in the instructor's
@@ -81,12 +125,12 @@ class Assembler:
                 ok, why = deps[dep]
                 for v in dep_objs:
                     if ok:
-                        dep_objs[v] += [c.obj for c in self.student_objects(plan.of(dep), v)]
+                        dep_objs[v] += [c.obj for c in self.student_objects(plan, plan.of(dep), v)]
                     else:
                         dep_objs[v] += self.reference_objects(plan.of(dep), v)
                 if not ok:
                     result.notes.append(f"graded with the reference {dep} because your {dep} {why}")
-            mine = {v: self.student_objects(sp, v) for v in ("plain", "tsan")}
+            mine = {v: self.student_objects(plan, sp, v) for v in ("plain", "tsan")}
         except build.BuildError as e:
             result.error = e
             return result
@@ -94,7 +138,8 @@ class Assembler:
             if c.warnings.strip():
                 result.warnings.append(records.short_path(c.warnings.strip()))
         tests_dir, hidden = self.test_dirs(sp.stage.name)
-        dirs = self._dirs(sp, self.target)
+        dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
+        result.remarks = list(self.take_in(sp).notes)
         try:
             for variant in build.VARIANTS:
                 code = build.CODE_VARIANT[variant]

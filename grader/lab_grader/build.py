@@ -23,6 +23,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import threading
 
@@ -41,6 +42,37 @@ TESTING_SOURCES = ["harness.c", "wakers.c", "measure.c", "alloc_count.c", "futur
 
 ERROR = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.*)$", re.M)
 UNDEFINED = re.compile(r"undefined reference to `([^']+)'")
+
+
+# Limits on the compiler and linker: the source is the student's, and
+# `#include "/dev/zero"` took cc1 to 3 GiB in 3 s before the gate refused it.
+# The whole process group (the driver, cc1, as, collect2, ld) is killed on a
+# timeout, not the driver alone.
+COMPILE_LIMITS = {"RLIMIT_AS": 4 << 30, "RLIMIT_CPU": 240, "RLIMIT_FSIZE": 512 << 20, "RLIMIT_CORE": 0}
+COMPILE_TIMEOUT = 300
+
+
+def _compile_limits():
+    import resource
+    for name, value in COMPILE_LIMITS.items():
+        which = getattr(resource, name)
+        hard = resource.getrlimit(which)[1]
+        resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
+
+
+def run_limited(cmd, timeout=COMPILE_TIMEOUT):
+    """cmd under COMPILE_LIMITS in a session of its own: a CompletedProcess,
+    or one whose stderr says it was stopped."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_compile_limits)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += f"\nerror: the compiler did not finish within {timeout} s and was stopped\n"
+        return subprocess.CompletedProcess(cmd, -9, out, err)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 class BuildError(Exception):
@@ -117,8 +149,7 @@ class Builder:
             if obj.exists():
                 return Compiled(obj, log.read_text() if log.exists() else "")
             tmp = obj.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
-            proc = subprocess.run([CC, *flags, *incs, "-c", str(source), "-o", str(tmp)],
-                                  capture_output=True, text=True, timeout=300)
+            proc = run_limited([CC, *flags, *incs, "-c", str(source), "-o", str(tmp)])
             out = proc.stdout + proc.stderr
             if proc.returncode != 0:
                 tmp.unlink(missing_ok=True)
@@ -129,6 +160,20 @@ class Builder:
             log.write_text(out)
             os.replace(tmp, obj)
             return Compiled(obj, out)
+
+    def preprocess(self, source, variant, stage_dirs):
+        """The source after the preprocessor, with its line markers (for the
+        gate's look at the student's own lines)."""
+        flags = BASE + OPT[variant]
+        proc = run_limited([CC, *flags, *self.include_flags(variant, stage_dirs), "-E", str(source)])
+        if proc.returncode != 0:
+            return ""   # the compile itself says what is wrong
+        return proc.stdout
+
+    def api_objects(self):
+        """common/'s own objects (not its test support): the protocol every
+        stage may call."""
+        return [self.compile(self.common / s, "plain", [], werror=True).obj for s in COMMON_SOURCES]
 
     # -- groups of objects ------------------------------------------------
 
@@ -162,8 +207,7 @@ class Builder:
         output.parent.mkdir(parents=True, exist_ok=True)
         libs = ["-lcriterion"] if variant == "plain" else []
         flags = BASE + OPT[variant] + ["-rdynamic", WRAP]
-        proc = subprocess.run([CC, *flags, *map(str, objects), "-o", str(output), *libs],
-                              capture_output=True, text=True, timeout=300)
+        proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs])
         if proc.returncode != 0:
             out = proc.stdout + proc.stderr
             m = UNDEFINED.search(out)

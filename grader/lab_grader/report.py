@@ -60,7 +60,7 @@ def stage_table(grading, stage, results):
         text = r.item.clause if r.status == Status.PASSED else r.summary
         lines.append(f"  {mark} {pts:>6}  {r.item.id:<{idw}}  {text}")
     b = grading.builds[stage.name]
-    for note in b.notes:
+    for note in b.notes + b.remarks:
         lines.append(f"  note: {note}")
     if b.warnings:
         lines.append("  your code compiled with warnings (they do not cost points, but read them):")

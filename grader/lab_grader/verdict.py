@@ -9,7 +9,8 @@
 from . import quiz
 from .outcomes import NOT_JUDGED_VERDICTS, ItemResult, Outcome, Status, Verdict
 
-BUILD_WORDS = {"missing": "missing file", "link": "did not link", "grader": "grader error"}
+BUILD_WORDS = {"missing": "missing file", "link": "did not link", "grader": "grader error",
+               "refused": "refused by the grader's gate"}
 
 
 def not_built(item, error):

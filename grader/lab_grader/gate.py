@@ -1,0 +1,203 @@
+"""The static gate: what a student's files and objects may be, checked before
+anything of theirs runs. A refusal costs the stage (every item of it fails
+with the refusal's one line), never the grading.
+
+Before compiling (the source, as text):
+  - every file is a regular file: no symlinks (a link to solutions/ or to
+    /etc/shadow is not the student's work);
+  - every #include names a file by a plain name ("x.h": the stage, an earlier
+    stage or common/; <x.h>: the system), never an absolute path, a `..`,
+    a macro, #include_next, or Criterion and the grader's test support;
+  - no sanitizer or compiler-identity macro (code must not hide from TSan).
+After compiling (the preprocessed text of the student's own lines):
+  - no inline assembly (asm, __asm__: a raw syscall, .incbin).
+After compiling (the object, with nm and readelf):
+  - it defines only names the stage's reference defines (its API), and
+    file-local ones: never the harness's, Criterion's, the allocator's,
+    the wrap hooks' or main;
+  - it uses only the functions of an allowlist: common libc and pthread
+    calls, the earlier stages' and common/'s APIs, and what the reference
+    of the same stage uses (stage 06's sockets, say);
+  - no constructor or destructor sections.
+"""
+import dataclasses
+import hashlib
+import pathlib
+import re
+import subprocess
+
+# libc and pthread calls any stage may make: memory, strings, locks and
+# conditions, threads, clocks, sleeping, printing for debugging, assertions
+ALWAYS = set("""
+malloc calloc realloc free aligned_alloc posix_memalign
+memset memcpy memmove memcmp memchr strlen strnlen strcmp strncmp strcpy strncpy strchr strrchr strstr strdup strndup
+strerror strerror_r abort __assert_fail __stack_chk_fail __errno_location __tls_get_addr
+printf fprintf vfprintf puts putchar fputs fputc fwrite fflush perror snprintf vsnprintf sprintf stderr stdout
+__printf_chk __fprintf_chk __vfprintf_chk __snprintf_chk __vsnprintf_chk __sprintf_chk __memcpy_chk __memset_chk
+__memmove_chk __strcpy_chk __strncpy_chk __fdelt_chk
+pthread_create pthread_join pthread_detach pthread_self pthread_equal pthread_once
+pthread_key_create pthread_key_delete pthread_getspecific pthread_setspecific
+pthread_mutex_init pthread_mutex_destroy pthread_mutex_lock pthread_mutex_trylock pthread_mutex_unlock
+pthread_mutex_timedlock pthread_mutexattr_init pthread_mutexattr_destroy pthread_mutexattr_settype
+pthread_cond_init pthread_cond_destroy pthread_cond_wait pthread_cond_timedwait pthread_cond_clockwait
+pthread_cond_signal pthread_cond_broadcast pthread_condattr_init pthread_condattr_destroy pthread_condattr_setclock
+pthread_spin_init pthread_spin_destroy pthread_spin_lock pthread_spin_unlock pthread_spin_trylock
+pthread_rwlock_init pthread_rwlock_destroy pthread_rwlock_rdlock pthread_rwlock_wrlock pthread_rwlock_unlock
+clock_gettime clock_nanosleep nanosleep usleep sched_yield time
+rand rand_r random srand srandom qsort bsearch
+_GLOBAL_OFFSET_TABLE_
+""".split())
+ATOMIC_LIBCALL = re.compile(r"^__(atomic|sync)_\w+$")
+# names a student object may never define, whatever the reference does
+NEVER_DEFINED = re.compile(r"^(main|lab_\w+|criterion_\w+|cr_\w+|__wrap_\w+|__real_\w+|_init|_fini|"
+                           r"malloc|calloc|realloc|free|aligned_alloc|posix_memalign|memalign|valloc|pvalloc|"
+                           r"_start|__libc_\w+|__tsan_\w+|__asan_\w+|__sanitizer_\w+|__ubsan_\w+)$")
+CTOR_SECTIONS = (".init_array", ".fini_array", ".preinit_array", ".ctors", ".dtors", ".init", ".fini")
+HIDING = re.compile(r"\b(__SANITIZE_THREAD__|__SANITIZE_ADDRESS__|__has_feature|__OPTIMIZE__|__has_include_next)\b")
+ASM = re.compile(r"\b(asm|__asm__|__asm)\b")   # .incbin and raw syscalls need one
+FORBIDDEN_INCLUDES = re.compile(r"^(criterion/|lab_test\.h$|harness\.h$|wakers\.h$|measure\.h$|futures\.h$|"
+                                r"virtual_clock\.h$|alloc_count\.h$)")
+MAX_SOURCE = 512 * 1024   # bytes in one student file
+
+
+class Refused(Exception):
+    """The one line that says what was refused and where."""
+
+
+def logical_lines(text):
+    """(line number, line) with backslash-newlines joined, trigraphs and the
+    %: digraph turned into what the preprocessor sees."""
+    text = text.replace("??=", "#").replace("??/", "\\")
+    text = re.sub(r"(?m)^(\s*)%:", r"\1#", text)
+    out, buf, start = [], "", None
+    for no, line in enumerate(text.split("\n"), 1):
+        if start is None:
+            start = no
+        if line.endswith("\\"):
+            buf += line[:-1]
+            continue
+        out.append((start, buf + line))
+        buf, start = "", None
+    return out
+
+
+def check_tree(stage_dir):
+    """Refuses symlinks and anything but regular files in a stage folder."""
+    for p in sorted(pathlib.Path(stage_dir).rglob("*")):
+        if p.is_symlink():
+            raise Refused(f"{p.name} is a symbolic link (to {p.readlink()}): hand in the file itself")
+        if not p.is_file() and not p.is_dir():
+            raise Refused(f"{p.name} is not a regular file")
+
+
+def check_source(path):
+    """The text checks of one student file (.c or .h)."""
+    path = pathlib.Path(path)
+    data = path.read_bytes()
+    if len(data) > MAX_SOURCE:
+        raise Refused(f"{path.name} is {len(data)} bytes; a source file of this lab is under {MAX_SOURCE // 1024} KiB")
+    text = data.decode(errors="replace")
+    for no, line in logical_lines(text):
+        code = re.sub(r"/\*.*?\*/", " ", line)
+        m = re.match(r"^\s*#\s*(include_next|include|import)\b\s*(.*)$", code)
+        if m:
+            what, arg = m.group(1), m.group(2).strip()
+            if what != "include":
+                raise Refused(f"{path.name}:{no}: #{what} is not allowed; use #include")
+            q = re.match(r'^"([^"]*)"|^<([^>]*)>', arg)
+            if not q:
+                raise Refused(f"{path.name}:{no}: #include of a macro; name the header itself")
+            name = q.group(1) if q.group(1) is not None else q.group(2)
+            if name.startswith("/") or ".." in name.split("/") or "\\" in name:
+                raise Refused(f"{path.name}:{no}: #include \"{name}\": a header is named by a plain name, never by a "
+                              "path (the stage, the earlier stages, common/ and the system are on the include path)")
+            if q.group(1) is not None and "/" in name:
+                raise Refused(f"{path.name}:{no}: #include \"{name}\": a quoted header is a file of the stage, an "
+                              "earlier stage or common/, named without a folder")
+            if FORBIDDEN_INCLUDES.match(name):
+                raise Refused(f"{path.name}:{no}: #include {name}: the grader's test support is not for the code "
+                              "under test")
+        h = HIDING.search(re.sub(r"//.*", "", code))
+        if h:
+            raise Refused(f"{path.name}:{no}: {h.group(1)}: code under test must not change with the tool that checks it")
+
+
+def check_preprocessed(text, student_files):
+    """No inline assembly in the lines of the student's own files, after
+    macros are expanded (gcc -E output, its line markers telling whose line
+    each is)."""
+    mine = False
+    no = 0
+    names = {pathlib.Path(f).name for f in student_files}
+    for line in text.splitlines():
+        m = re.match(r'^# (\d+) "([^"]*)"', line)
+        if m:
+            no = int(m.group(1))
+            mine = pathlib.Path(m.group(2)).name in names and not m.group(2).startswith("/usr/")
+            continue
+        if mine:
+            a = ASM.search(re.sub(r'"(\\.|[^"\\])*"', '""', line))
+            if a:
+                raise Refused(f"line {no}: inline assembly ({a.group(0)}) is not allowed in this lab")
+        no += 1
+
+
+def _nm(obj, *flags):
+    out = subprocess.run(["nm", "-P", *flags, str(obj)], capture_output=True, text=True, timeout=60).stdout
+    syms = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 2:
+            syms[f[0]] = f[1]
+    return syms
+
+
+def defined_globals(objs):
+    out = set()
+    for o in objs:
+        out |= {s for s, t in _nm(o, "--defined-only").items() if t.isupper()}
+    return out
+
+
+def undefined(objs):
+    out = set()
+    for o in objs:
+        out |= set(_nm(o, "--undefined-only"))
+    return out
+
+
+@dataclasses.dataclass
+class Allowed:
+    """What a stage's student objects may define and use."""
+    defines: set
+    uses: set
+
+    @property
+    def digest(self):
+        h = hashlib.sha256(" ".join(sorted(self.defines)).encode() + b"|" + " ".join(sorted(self.uses)).encode())
+        return h.hexdigest()[:12]
+
+
+def allowed(reference_objs, earlier_objs, common_objs):
+    api = defined_globals(reference_objs)
+    uses = ALWAYS | undefined(reference_objs) | api | defined_globals(earlier_objs) | defined_globals(common_objs)
+    return Allowed(api, uses)
+
+
+def check_object(obj, source_name, allow):
+    for sym, kind in sorted(_nm(obj, "--defined-only").items()):
+        if not kind.isupper():
+            continue
+        if NEVER_DEFINED.match(sym) or sym not in allow.defines:
+            raise Refused(f"{source_name} defines `{sym}`, which is not a function of this stage's API: make a "
+                          "helper of your own static; the grader's, Criterion's and the allocator's names are theirs")
+    for sym in sorted(_nm(obj, "--undefined-only")):
+        if sym in allow.uses or ATOMIC_LIBCALL.match(sym):
+            continue
+        raise Refused(f"{source_name} uses `{sym}`, which this stage's code has no reason to call (the grader "
+                      "allows the libc and pthread calls of the lab, and the earlier stages' and common/'s APIs)")
+    out = subprocess.run(["readelf", "-S", "-W", str(obj)], capture_output=True, text=True, timeout=60).stdout
+    for sec in CTOR_SECTIONS:
+        if re.search(rf"\s{re.escape(sec)}(\.\S*)?\s", out):
+            raise Refused(f"{source_name} has a {sec} section: no constructors or destructors (code that runs "
+                          "before or after the tests)")

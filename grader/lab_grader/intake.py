@@ -1,0 +1,95 @@
+"""The student's files of one stage, taken in: copied (regular files only,
+through the gate's text checks) into a folder of the grading's own, with the
+grader's copy of every public header in place of the student's.
+
+The grader's tests are compiled against those headers, never the
+student's: a signal.h that redefined cr_assert would otherwise remove every
+assertion. A header that differs from the handout's is reported, not
+trusted. The one kind of header a student edits (struct fields of their own,
+where the handout has `int todo_your_fields_here;`) is taken from the student
+when everything outside those fields is as handed out.
+"""
+import dataclasses
+import pathlib
+import shutil
+
+from . import gate
+
+FIELDS_LINE = "int todo_your_fields_here;"
+KINDS = (".c", ".h")
+
+
+@dataclasses.dataclass
+class Intake:
+    dir: pathlib.Path          # the stage's folder as the grader compiles it
+    refused: str = ""          # the gate's one line, when it refused the student's files
+    notes: list = dataclasses.field(default_factory=list)
+
+
+def grader_headers(root, name):
+    """The handout's headers of a stage: shipped in the handout's grader
+    (students edit labs/ there), or the skeleton's in the instructor's
+    repository."""
+    shipped = pathlib.Path(root) / "grader" / "reference" / name / "headers"
+    d = shipped if shipped.is_dir() else pathlib.Path(root) / "labs" / name
+    return sorted(d.glob("*.h"))
+
+
+def _fields_ok(mine, handout):
+    """Does a student header match the handout's outside the fields line?
+    None when it does; else the first line number that differs."""
+    hl = [x.rstrip() for x in handout.splitlines()]
+    ml = [x.rstrip() for x in mine.splitlines()]
+    i = next(k for k, x in enumerate(hl) if FIELDS_LINE in x)
+    prefix, suffix = hl[:i], hl[i + 1:]
+    for k, x in enumerate(prefix):
+        if k >= len(ml) or ml[k] != x:
+            return k + 1
+    tail = ml[len(ml) - len(suffix):] if suffix else []
+    if len(ml) < len(prefix) + len(suffix) or tail != suffix:
+        return max(len(prefix) + 1, len(ml) - len(suffix) + 1)
+    for k in range(len(prefix), len(ml) - len(suffix)):
+        if ml[k].lstrip().startswith("#"):
+            return k + 1
+    return None
+
+
+def take_in(src, dest, headers):
+    """src: the student's stage folder (it may not exist); dest: a fresh
+    folder named like the stage; headers: the grader's (grader_headers)."""
+    src, dest = pathlib.Path(src), pathlib.Path(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for h in headers:
+        shutil.copyfile(h, dest / h.name)
+    result = Intake(dest)
+    if not src.is_dir():
+        return result
+    theirs = {h.name: h for h in headers}
+    try:
+        gate.check_tree(src)
+        files = sorted(p for p in src.iterdir() if p.is_file() and p.suffix in KINDS)
+        for p in files:
+            handout = theirs.get(p.name)
+            if handout is None:
+                gate.check_source(p)
+                shutil.copyfile(p, dest / p.name)
+                continue
+            mine, given = p.read_text(errors="replace"), handout.read_text(errors="replace")
+            if FIELDS_LINE in given:
+                line = _fields_ok(mine, given)
+                if line is not None:
+                    raise gate.Refused(f"{p.name}:{line}: outside the struct fields you may add, this header must "
+                                       "be as handed out (the tests are compiled against it)")
+                gate.check_source(p)
+                shutil.copyfile(p, dest / p.name)
+            elif mine != given:
+                result.notes.append(f"your {p.name} differs from the handout's; the grader compiled everything with "
+                                    "the handout's copy (a public header is not yours to change)")
+    except gate.Refused as e:
+        result.refused = str(e)
+        for p in dest.iterdir():   # nothing of theirs stays: the grader's headers alone
+            if p.name not in theirs:
+                p.unlink()
+    return result
