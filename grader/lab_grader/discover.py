@@ -1,0 +1,319 @@
+"""Finding the student's work wherever it is, and copying it into a tree
+shaped like labs/ that the grader can grade.
+
+Students submit what they have: the labs/ folder, their repository as
+GitHub's "Download ZIP" makes it (everything under async-lab-main/), the
+stage folders, or two files dragged into Gradescope. find() recognises each
+shape, in this order, and says which it took:
+
+    labs          labs/01-signal/signal.c ...
+    labs-nested   async-lab-main/labs/01-signal/signal.c ... (one folder down)
+    stages        01-signal/signal.c ... (also one folder down)
+    loose         signal.c, signal.h, quiz.toml ... mapped to their stages by
+                  the rubric's source lists (also one folder down)
+    zip+SHAPE     a .zip of any of these (or a folder holding only that zip)
+
+The submission is hostile until proven otherwise: only regular files are
+copied (never a symlink, which could point at the reference solution or at
+/etc/shadow), zip members with absolute or `..` paths refuse the zip, and
+caps on entries and sizes turn a zip bomb into a one-line problem.
+"""
+import dataclasses
+import os
+import pathlib
+import stat
+import zipfile
+
+MAX_ENTRIES = 20000          # directory entries or zip members looked at
+MAX_DEPTH = 4                # path components looked at: top/labs/01-signal/signal.c
+MAX_FILE = 1 << 20           # bytes in one copied file
+MAX_TOTAL = 32 << 20         # bytes copied in all
+MAX_ZIP = 64 << 20           # bytes of the zip file itself
+MAX_UNPACKED = 512 << 20     # declared unpacked size of all members of a zip
+SUFFIXES = (".c", ".h", ".toml", ".md", ".txt")   # what a stage folder's copy keeps
+SKIP_DIRS = ("__MACOSX",)    # and every folder whose name starts with a dot
+
+
+@dataclasses.dataclass
+class Found:
+    tree: pathlib.Path = None     # the labs-shaped tree (dest), None when problem is set
+    shape: str = ""               # labs, labs-nested, stages, loose, zip+<shape>
+    notes: list = dataclasses.field(default_factory=list)   # one line each, for the report
+    problem: str = None           # one line: what was expected, what was found
+    stages: list = dataclasses.field(default_factory=list)  # names of the stages written
+
+
+class _Refused(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class _Entry:
+    kind: str                 # "file", "link" or "other"
+    size: int = 0
+    read: object = None       # () -> bytes, at most MAX_FILE + 1 of them
+
+
+def stage_files(stage):
+    """The names of a stage's files: its sources, the header of each source,
+    and quiz.toml when the stage has a quiz."""
+    names = list(stage.sources)
+    names += [n[:-2] + ".h" for n in stage.sources if n.endswith(".c") and n[:-2] + ".h" not in names]
+    if any(i.lane == "quiz" for i in stage.items):
+        names.append("quiz.toml")
+    return names
+
+
+def _read_file(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise _Refused(f"{path.name} is not a regular file")
+        return f.read(MAX_FILE + 1)
+
+
+def _list_dir(root):
+    entries, dirs = {}, set()
+
+    def walk(d, rel, depth):
+        with os.scandir(d) as it:
+            for e in it:
+                if len(entries) + len(dirs) >= MAX_ENTRIES:
+                    raise _Refused(f"the submission has more than {MAX_ENTRIES} files and folders")
+                name = rel + e.name
+                if e.is_symlink():
+                    entries[name] = _Entry("link")
+                elif e.is_dir(follow_symlinks=False):
+                    dirs.add(name)
+                    if depth + 1 < MAX_DEPTH and not e.name.startswith(".") and e.name not in SKIP_DIRS:
+                        walk(e.path, name + "/", depth + 1)
+                elif e.is_file(follow_symlinks=False):
+                    p = pathlib.Path(e.path)
+                    entries[name] = _Entry("file", e.stat(follow_symlinks=False).st_size, lambda p=p: _read_file(p))
+                else:
+                    entries[name] = _Entry("other")
+    walk(root, "", 0)
+    return entries, dirs
+
+
+def _list_zip(path, opened):
+    if path.stat().st_size > MAX_ZIP:
+        raise _Refused(f"refused {path.name}: larger than {MAX_ZIP >> 20} MiB")
+    try:
+        zf = zipfile.ZipFile(path)
+        infos = zf.infolist()
+        opened.append(zf)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise _Refused(f"{path.name} is not a zip file that can be read ({e})")
+    if len(infos) > MAX_ENTRIES:
+        raise _Refused(f"refused {path.name}: more than {MAX_ENTRIES} members")
+    if sum(i.file_size for i in infos) > MAX_UNPACKED:
+        raise _Refused(f"refused {path.name}: its members would unpack to more than {MAX_UNPACKED >> 20} MiB")
+    entries, dirs = {}, set()
+    for info in infos:
+        name = info.filename.replace("\\", "/")
+        parts = [p for p in name.split("/") if p not in ("", ".")]
+        if name.startswith("/") or (len(name) > 1 and name[1] == ":") or ".." in parts:
+            raise _Refused(f"refused {path.name}: member '{info.filename}' points outside the zip")
+        if not parts:
+            continue
+        for i in range(1, len(parts)):
+            dirs.add("/".join(parts[:i]))
+        rel = "/".join(parts)
+        mode = info.external_attr >> 16
+        if name.endswith("/") or stat.S_ISDIR(mode):
+            dirs.add(rel)
+        elif rel in entries:
+            raise _Refused(f"refused {path.name}: it holds {rel} twice")
+        elif stat.S_ISLNK(mode):
+            entries[rel] = _Entry("link")
+        elif stat.S_IFMT(mode) not in (0, stat.S_IFREG) or info.flag_bits & 0x1:
+            entries[rel] = _Entry("other")
+        else:
+            def read(info=info):
+                with zf.open(info) as f:
+                    return f.read(MAX_FILE + 1)
+            entries[rel] = _Entry("file", info.file_size, read)
+    return entries, dirs
+
+
+def _children(entries, prefix):
+    """Names directly in the folder prefix ("" for the top, else "a/b/")."""
+    return sorted(n[len(prefix):] for n in entries if n.startswith(prefix) and "/" not in n[len(prefix):])
+
+
+def _visible(name):
+    return not name.startswith(".") and name not in SKIP_DIRS
+
+
+def _shape(entries, dirs, stages, prefix=""):
+    """(shape, {stage name: its folder}, notes, prefix of loose files), or None."""
+    folders = lambda p: {s.name: p + s.name + "/" for s in stages if p + s.name in dirs}  # noqa: E731
+    if folders(prefix + "labs/"):
+        return "labs", folders(prefix + "labs/"), [], prefix
+    tops = [d for d in _children({d: 0 for d in dirs}, prefix) if _visible(d)]
+    nested = [t for t in tops if folders(f"{prefix}{t}/labs/")]
+    if len(nested) > 1:
+        raise _Refused("more than one labs/ folder one level down (" + ", ".join(f"{t}/labs/" for t in nested)
+                       + "): submit one")
+    if nested:
+        return ("labs-nested", folders(f"{prefix}{nested[0]}/labs/"),
+                [f"found labs/ one folder down, in {nested[0]}/"], prefix)
+    if folders(prefix):
+        return "stages", folders(prefix), [], prefix
+    known = {n for s in stages for n in stage_files(s)}
+    if any(n in known for n in _children(entries, prefix)):
+        return "loose", {}, [], prefix
+    top_files = [n for n in _children(entries, prefix) if _visible(n) and n.endswith(SUFFIXES[:2])]
+    if not prefix and len(tops) == 1 and not top_files:
+        found = _shape(entries, dirs, stages, tops[0] + "/")
+        if found and found[0] in ("stages", "loose"):
+            what = "stage folders" if found[0] == "stages" else "the stage files"
+            return found[0], found[1], [f"found {what} one folder down, in {tops[0]}/"] + found[2], found[3]
+    return None
+
+
+def _map_loose(entries, stages, prefix, notes):
+    """{stage name: [file names]} for the loose files at prefix. A name that
+    several stages share goes to those whose sources are all here (or, when
+    none is complete, those with any source here), with a note."""
+    here = set(_children(entries, prefix))
+    out = {}
+    for name in sorted(here):
+        owners = [s for s in stages if name in stage_files(s)]
+        if len(owners) > 1:
+            others = {s.name: [src for src in s.sources if src != name] for s in owners}
+            complete = [s for s in owners if others[s.name] and all(src in here for src in others[s.name])]
+            started = [s for s in owners if any(src in here for src in others[s.name])]
+            chosen = complete or started
+            names = ", ".join(s.name for s in owners)
+            if chosen:
+                why = "whose sources are all here" if complete else "which have some of their sources here"
+                notes.append(f"{name} belongs to {names}: put in {', '.join(s.name for s in chosen)}, {why}")
+            else:
+                notes.append(f"{name} belongs to {names}, and none of their sources is here: left out")
+            owners = chosen
+        for s in owners:
+            out.setdefault(s.name, []).append(name)
+        if not owners and name.endswith(SUFFIXES[:2]):
+            notes.append(f"{prefix}{name} is not a file of any stage graded here: left out")
+    return out
+
+
+def _expected(stages, found_names):
+    s = stages[0] if stages else None
+    first = s.sources[0] if s else "the stage's files"
+    which = f" (or the same for {', '.join(x.name for x in stages[1:])})" if len(stages) > 1 else ""
+    shown = ", ".join(found_names[:12]) + (f" and {len(found_names) - 12} more" if len(found_names) > 12 else "")
+    return (f"no stage folder and no file of any stage: expected labs/{s.name if s else 'NN-name'}/{first} "
+            f"or {first}{which}; found: {shown or 'nothing, the submission is empty'}")
+
+
+def _found_names(entries, dirs):
+    tops = sorted([d + "/" for d in _children({d: 0 for d in dirs}, "")] + _children(entries, ""))
+    if len(tops) == 1 and tops[0].endswith("/"):   # one wrapping folder: show what it holds
+        inner = tops[0]
+        tops = [inner + n + "/" for n in _children({d: 0 for d in dirs}, inner)] + \
+               [inner + n for n in _children(entries, inner)] or tops
+    return [t + (" (symlink)" if entries.get(t, _Entry("")).kind == "link" else "") for t in sorted(tops)]
+
+
+def _copy(entries, rel, dest, budget, notes):
+    """Copies entry rel to dest; returns the bytes written, None when refused."""
+    e = entries[rel]
+    if e.kind == "link":
+        notes.append(f"refused {rel}: a symbolic link (only regular files are graded); left out")
+        return None
+    if e.kind != "file":
+        notes.append(f"refused {rel}: not a regular file; left out")
+        return None
+    data = e.read()
+    if len(data) > MAX_FILE:
+        notes.append(f"refused {rel}: larger than {MAX_FILE >> 10} KiB; left out")
+        return None
+    if budget + len(data) > MAX_TOTAL:
+        raise _Refused(f"refused the submission: its stage files add up to more than {MAX_TOTAL >> 20} MiB")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return len(data)
+
+
+def _discover(source, stages, dest, found, opened):
+    source = pathlib.Path(source)
+    if source.is_symlink():
+        raise _Refused(f"refused {source.name}: the submission itself is a symbolic link")
+    if source.is_dir():
+        entries, dirs = _list_dir(source)
+        zips = [n for n in _children(entries, "") if n.lower().endswith(".zip") and entries[n].kind == "file"]
+        if _shape(entries, dirs, stages) is None and len(zips) == 1 and (source / zips[0]).stat().st_size:
+            found.notes.append(f"found only {zips[0]}: graded what it holds")
+            source = source / zips[0]
+    if source.is_file() and source.suffix.lower() == ".zip":
+        entries, dirs = _list_zip(source, opened)
+        zipped = "zip+"
+    elif source.is_dir():
+        zipped = ""
+    elif source.exists():
+        raise _Refused(f"{source.name} is neither a folder nor a .zip file")
+    else:
+        raise _Refused(f"nothing was submitted: {source} does not exist")
+    shape = _shape(entries, dirs, stages)
+    if shape is None:
+        raise _Refused(_expected(stages, _found_names(entries, dirs)))
+    name, folders, notes, prefix = shape
+    found.shape, budget, plan = zipped + name, 0, {}
+    found.notes += notes
+    if name == "loose":
+        for stage_name, files in _map_loose(entries, stages, prefix, found.notes).items():
+            plan[stage_name] = [(prefix + f, f) for f in files]
+    else:
+        for stage_name, folder in folders.items():
+            names = _children(entries, folder)
+            kept = [n for n in names if n.endswith(SUFFIXES) or entries[folder + n].kind == "link"]
+            if len(kept) < len(names):
+                found.notes.append(f"left out {len(names) - len(kept)} file(s) of {folder} that are not "
+                                   f"{', '.join(SUFFIXES)} (e.g. {sorted(set(names) - set(kept))[0]})")
+            plan[stage_name] = [(folder + n, n) for n in kept]
+    for s in stages:
+        if s.name not in plan:
+            continue
+        written = []
+        for rel, fname in plan[s.name]:
+            size = _copy(entries, rel, dest / s.name / fname, budget, found.notes)
+            if size is not None:
+                budget += size
+                written.append(fname)
+        lacking = [src for src in s.sources if src not in written]
+        if lacking and written:
+            found.notes.append(f"{s.name}: {', '.join(lacking)} not found")
+        if written:
+            found.stages.append(s.name)
+    if not found.stages:
+        raise _Refused(f"found the shape {found.shape} but no regular file of any stage graded here "
+                       f"({', '.join(s.name for s in stages)}); see the notes")
+
+
+def find(source, stages, dest):
+    """Finds the student's work in source (a folder or a .zip) for the given
+    rubric stages and copies it into dest (an empty folder, made if missing)
+    as dest/NN-name/files. Returns a Found; when problem is set, tree is None
+    and dest is left empty."""
+    dest = pathlib.Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    if any(dest.iterdir()):
+        raise ValueError(f"{dest} is not empty")
+    found, opened = Found(), []
+    try:
+        _discover(source, stages, dest, found, opened)
+        found.tree = dest
+    except (_Refused, OSError, zipfile.BadZipFile) as e:
+        found.problem = str(e) if isinstance(e, _Refused) else f"cannot read the submission: {e}"
+        found.tree, found.stages = None, []
+        for p in sorted(dest.rglob("*"), reverse=True):
+            p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+    finally:
+        for zf in opened:
+            zf.close()
+    return found
