@@ -45,14 +45,15 @@ def _seconds(value):
 
 
 def _points(value):
-    """Points as a property value: 2, 1.5, never 2.0."""
+    """Points as a property value: 2, 1.5, 0.333333; never 2.0 or 1e-07."""
     try:
         v = float(value or 0)
     except (TypeError, ValueError):
         return "0"
     if not math.isfinite(v):
         return "0"
-    return str(int(v)) if v == int(v) else f"{v:g}"
+    out = f"{v:.6f}".rstrip("0").rstrip(".")
+    return "0" if out in ("", "-0") else out
 
 
 def _token(s, fallback):
