@@ -21,8 +21,11 @@ caps on entries and sizes turn a zip bomb into a one-line problem.
 import dataclasses
 import os
 import pathlib
+import re
 import stat
 import zipfile
+
+from . import text
 
 MAX_ENTRIES = 20000          # directory entries or zip members looked at
 MAX_DEPTH = 4                # path components looked at: top/labs/01-signal/signal.c
@@ -32,6 +35,7 @@ MAX_ZIP = 64 << 20           # bytes of the zip file itself
 MAX_UNPACKED = 512 << 20     # declared unpacked size of all members of a zip
 SUFFIXES = (".c", ".h", ".toml", ".md", ".txt")   # what a stage folder's copy keeps
 SKIP_DIRS = ("__MACOSX",)    # and every folder whose name starts with a dot
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")   # names a copied file may have
 
 
 @dataclasses.dataclass
@@ -50,8 +54,7 @@ class _Refused(Exception):
 @dataclasses.dataclass
 class _Entry:
     kind: str                 # "file", "link" or "other"
-    size: int = 0
-    read: object = None       # () -> bytes, at most MAX_FILE + 1 of them
+    read: object = None       # for a file: () -> its first MAX_FILE + 1 bytes
 
 
 def stage_files(stage):
@@ -88,8 +91,7 @@ def _list_dir(root):
                     if depth + 1 < MAX_DEPTH and not e.name.startswith(".") and e.name not in SKIP_DIRS:
                         walk(e.path, name + "/", depth + 1)
                 elif e.is_file(follow_symlinks=False):
-                    p = pathlib.Path(e.path)
-                    entries[name] = _Entry("file", e.stat(follow_symlinks=False).st_size, lambda p=p: _read_file(p))
+                    entries[name] = _Entry("file", lambda p=pathlib.Path(e.path): _read_file(p))
                 else:
                     entries[name] = _Entry("other")
     walk(root, "", 0)
@@ -113,7 +115,7 @@ def _list_zip(path, opened):
     for info in infos:
         name = info.filename.replace("\\", "/")
         parts = [p for p in name.split("/") if p not in ("", ".")]
-        if name.startswith("/") or (len(name) > 1 and name[1] == ":") or ".." in parts:
+        if name.startswith("/") or re.match(r"[A-Za-z]:", name) or ".." in parts:
             raise _Refused(f"refused {path.name}: member '{info.filename}' points outside the zip")
         if not parts:
             continue
@@ -133,13 +135,13 @@ def _list_zip(path, opened):
             def read(info=info):
                 with zf.open(info) as f:
                     return f.read(MAX_FILE + 1)
-            entries[rel] = _Entry("file", info.file_size, read)
+            entries[rel] = _Entry("file", read)
     return entries, dirs
 
 
-def _children(entries, prefix):
+def _children(names, prefix):
     """Names directly in the folder prefix ("" for the top, else "a/b/")."""
-    return sorted(n[len(prefix):] for n in entries if n.startswith(prefix) and "/" not in n[len(prefix):])
+    return sorted(n[len(prefix):] for n in names if n.startswith(prefix) and "/" not in n[len(prefix):])
 
 
 def _visible(name):
@@ -148,35 +150,35 @@ def _visible(name):
 
 def _shape(entries, dirs, stages, prefix=""):
     """(shape, {stage name: its folder}, notes, prefix of loose files), or None."""
-    folders = lambda p: {s.name: p + s.name + "/" for s in stages if p + s.name in dirs}  # noqa: E731
+    def folders(p):
+        return {s.name: p + s.name + "/" for s in stages if p + s.name in dirs}
     if folders(prefix + "labs/"):
         return "labs", folders(prefix + "labs/"), [], prefix
-    tops = [d for d in _children({d: 0 for d in dirs}, prefix) if _visible(d)]
+    tops = [d for d in _children(dirs, prefix) if _visible(d)]
     nested = [t for t in tops if folders(f"{prefix}{t}/labs/")]
     if len(nested) > 1:
-        raise _Refused("more than one labs/ folder one level down (" + ", ".join(f"{t}/labs/" for t in nested)
-                       + "): submit one")
+        raise _Refused(f"more than one labs/ folder one level down ({', '.join(t + '/labs/' for t in nested)}): "
+                       "submit one")
     if nested:
         return ("labs-nested", folders(f"{prefix}{nested[0]}/labs/"),
                 [f"found labs/ one folder down, in {nested[0]}/"], prefix)
     if folders(prefix):
         return "stages", folders(prefix), [], prefix
-    known = {n for s in stages for n in stage_files(s)}
-    if any(n in known for n in _children(entries, prefix)):
+    here = _children(entries, prefix)
+    if any(n in stage_files(s) for s in stages for n in here):
         return "loose", {}, [], prefix
-    top_files = [n for n in _children(entries, prefix) if _visible(n) and n.endswith(SUFFIXES[:2])]
-    if not prefix and len(tops) == 1 and not top_files:
-        found = _shape(entries, dirs, stages, tops[0] + "/")
-        if found and found[0] in ("stages", "loose"):
-            what = "stage folders" if found[0] == "stages" else "the stage files"
-            return found[0], found[1], [f"found {what} one folder down, in {tops[0]}/"] + found[2], found[3]
+    if not prefix and len(tops) == 1 and not any(_visible(n) and n.endswith((".c", ".h")) for n in here):
+        inner = _shape(entries, dirs, stages, tops[0] + "/")
+        if inner and inner[0] in ("stages", "loose"):
+            what = "stage folders" if inner[0] == "stages" else "the stage files"
+            return inner[0], inner[1], [f"found {what} one folder down, in {tops[0]}/"] + inner[2], inner[3]
     return None
 
 
 def _map_loose(entries, stages, prefix, notes):
     """{stage name: [file names]} for the loose files at prefix. A name that
-    several stages share goes to those whose sources are all here (or, when
-    none is complete, those with any source here), with a note."""
+    several stages share goes to those whose other sources are all here (or,
+    when none is complete, those with any of them here), with a note."""
     here = set(_children(entries, prefix))
     out = {}
     for name in sorted(here):
@@ -185,19 +187,32 @@ def _map_loose(entries, stages, prefix, notes):
             others = {s.name: [src for src in s.sources if src != name] for s in owners}
             complete = [s for s in owners if others[s.name] and all(src in here for src in others[s.name])]
             started = [s for s in owners if any(src in here for src in others[s.name])]
-            chosen = complete or started
             names = ", ".join(s.name for s in owners)
-            if chosen:
+            if complete or started:
                 why = "whose sources are all here" if complete else "which have some of their sources here"
-                notes.append(f"{name} belongs to {names}: put in {', '.join(s.name for s in chosen)}, {why}")
+                chosen = ", ".join(s.name for s in complete or started)
+                notes.append(f"{name} belongs to {names}: put in {chosen}, {why}")
             else:
                 notes.append(f"{name} belongs to {names}, and none of their sources is here: left out")
-            owners = chosen
+            owners = complete or started
         for s in owners:
             out.setdefault(s.name, []).append(name)
-        if not owners and name.endswith(SUFFIXES[:2]):
+        if not owners and name.endswith((".c", ".h")):
             notes.append(f"{prefix}{name} is not a file of any stage graded here: left out")
     return out
+
+
+def _plan_folder(entries, dirs, folder, notes):
+    """[(path in the submission, file name)] for a stage folder: its files
+    (never those in its subfolders) whose suffix is one of SUFFIXES."""
+    names = _children(entries, folder)
+    kept = [n for n in names if n.endswith(SUFFIXES) or entries[folder + n].kind == "link"]
+    if len(kept) < len(names):
+        notes.append(f"left out {len(names) - len(kept)} file(s) of {folder} that are not "
+                     f"{', '.join(SUFFIXES)} (e.g. {sorted(set(names) - set(kept))[0]})")
+    for sub in _children(dirs, folder):
+        notes.append(f"left out the folder {folder}{sub}/: only the files directly in a stage folder are graded")
+    return [(folder + n, n) for n in kept]
 
 
 def _expected(stages, found_names):
@@ -205,31 +220,29 @@ def _expected(stages, found_names):
     first = s.sources[0] if s else "the stage's files"
     which = f" (or the same for {', '.join(x.name for x in stages[1:])})" if len(stages) > 1 else ""
     shown = ", ".join(found_names[:12]) + (f" and {len(found_names) - 12} more" if len(found_names) > 12 else "")
-    return (f"no stage folder and no file of any stage: expected labs/{s.name if s else 'NN-name'}/{first} "
-            f"or {first}{which}; found: {shown or 'nothing, the submission is empty'}")
+    return (f"expected labs/{s.name if s else 'NN-name'}/{first} or {first}{which}; "
+            f"found: {shown or 'nothing, the submission is empty'}")
 
 
-def _found_names(entries, dirs):
-    tops = sorted([d + "/" for d in _children({d: 0 for d in dirs}, "")] + _children(entries, ""))
-    if len(tops) == 1 and tops[0].endswith("/"):   # one wrapping folder: show what it holds
-        inner = tops[0]
-        tops = [inner + n + "/" for n in _children({d: 0 for d in dirs}, inner)] + \
-               [inner + n for n in _children(entries, inner)] or tops
-    return [t + (" (symlink)" if entries.get(t, _Entry("")).kind == "link" else "") for t in sorted(tops)]
+def _found_names(entries, dirs, prefix=""):
+    """What the submission holds at its top, or inside its one top folder."""
+    names = [prefix + d + "/" for d in _children(dirs, prefix)] + [prefix + n for n in _children(entries, prefix)]
+    if not prefix and len(names) == 1 and names[0].endswith("/"):
+        return _found_names(entries, dirs, names[0]) or names
+    return sorted(n + (" (symlink)" if n in entries and entries[n].kind == "link" else "") for n in names)
 
 
 def _copy(entries, rel, dest, budget, notes):
     """Copies entry rel to dest; returns the bytes written, None when refused."""
     e = entries[rel]
-    if e.kind == "link":
-        notes.append(f"refused {rel}: a symbolic link (only regular files are graded); left out")
-        return None
-    if e.kind != "file":
-        notes.append(f"refused {rel}: not a regular file; left out")
-        return None
-    data = e.read()
-    if len(data) > MAX_FILE:
-        notes.append(f"refused {rel}: larger than {MAX_FILE >> 10} KiB; left out")
+    why = {"link": "a symbolic link (only regular files are graded)", "other": "not a regular file"}.get(e.kind)
+    if not SAFE_NAME.fullmatch(dest.name):
+        why = "its name has characters other than letters, digits and . _ + -"
+    data = e.read() if not why else b""
+    if not why and len(data) > MAX_FILE:
+        why = f"larger than {MAX_FILE >> 10} KiB"
+    if why:
+        notes.append(f"refused {rel}: {why}; left out")
         return None
     if budget + len(data) > MAX_TOTAL:
         raise _Refused(f"refused the submission: its stage files add up to more than {MAX_TOTAL >> 20} MiB")
@@ -240,49 +253,46 @@ def _copy(entries, rel, dest, budget, notes):
     return len(data)
 
 
-def _discover(source, stages, dest, found, opened):
+def _listing(source, found, stages, opened):
+    """(entries, dirs, "zip+" or "") of the submission at source."""
     source = pathlib.Path(source)
     if source.is_symlink():
         raise _Refused(f"refused {source.name}: the submission itself is a symbolic link")
     if source.is_dir():
         entries, dirs = _list_dir(source)
         zips = [n for n in _children(entries, "") if n.lower().endswith(".zip") and entries[n].kind == "file"]
-        if _shape(entries, dirs, stages) is None and len(zips) == 1 and (source / zips[0]).stat().st_size:
-            found.notes.append(f"found only {zips[0]}: graded what it holds")
-            source = source / zips[0]
+        if len(zips) != 1 or _shape(entries, dirs, stages) is not None:
+            return entries, dirs, ""
+        found.notes.append(f"found only {zips[0]}: graded what it holds")
+        source = source / zips[0]
     if source.is_file() and source.suffix.lower() == ".zip":
-        entries, dirs = _list_zip(source, opened)
-        zipped = "zip+"
-    elif source.is_dir():
-        zipped = ""
-    elif source.exists():
+        return _list_zip(source, opened) + ("zip+",)
+    if source.exists():
         raise _Refused(f"{source.name} is neither a folder nor a .zip file")
-    else:
-        raise _Refused(f"nothing was submitted: {source} does not exist")
+    raise _Refused(f"nothing was submitted: {source} does not exist")
+
+
+def _discover(source, stages, dest, found, opened):
+    entries, dirs, zipped = _listing(source, found, stages, opened)
     shape = _shape(entries, dirs, stages)
     if shape is None:
-        raise _Refused(_expected(stages, _found_names(entries, dirs)))
+        raise _Refused("no stage folder and no file of any stage: " + _expected(stages, _found_names(entries, dirs)))
     name, folders, notes, prefix = shape
-    found.shape, budget, plan = zipped + name, 0, {}
+    found.shape = zipped + name
     found.notes += notes
     if name == "loose":
-        for stage_name, files in _map_loose(entries, stages, prefix, found.notes).items():
-            plan[stage_name] = [(prefix + f, f) for f in files]
+        loose = _map_loose(entries, stages, prefix, found.notes)
+        plan = {st: [(prefix + f, f) for f in files] for st, files in loose.items()}
     else:
-        for stage_name, folder in folders.items():
-            names = _children(entries, folder)
-            kept = [n for n in names if n.endswith(SUFFIXES) or entries[folder + n].kind == "link"]
-            if len(kept) < len(names):
-                found.notes.append(f"left out {len(names) - len(kept)} file(s) of {folder} that are not "
-                                   f"{', '.join(SUFFIXES)} (e.g. {sorted(set(names) - set(kept))[0]})")
-            plan[stage_name] = [(folder + n, n) for n in kept]
+        plan = {st: _plan_folder(entries, dirs, folder, found.notes) for st, folder in folders.items()}
+    budget, refused = 0, []
     for s in stages:
-        if s.name not in plan:
-            continue
         written = []
-        for rel, fname in plan[s.name]:
+        for rel, fname in plan.get(s.name, []):
             size = _copy(entries, rel, dest / s.name / fname, budget, found.notes)
-            if size is not None:
+            if size is None:
+                refused.append(rel)
+            else:
                 budget += size
                 written.append(fname)
         lacking = [src for src in s.sources if src not in written]
@@ -291,8 +301,8 @@ def _discover(source, stages, dest, found, opened):
         if written:
             found.stages.append(s.name)
     if not found.stages:
-        raise _Refused(f"found the shape {found.shape} but no regular file of any stage graded here "
-                       f"({', '.join(s.name for s in stages)}); see the notes")
+        raise _Refused(f"nothing to grade: every file of a stage was refused ({', '.join(refused[:5])}, see the "
+                       f"notes); " + _expected(stages, _found_names(entries, dirs)))
 
 
 def find(source, stages, dest):
@@ -316,4 +326,7 @@ def find(source, stages, dest):
     finally:
         for zf in opened:
             zf.close()
+    # file names are the student's text too: no escape sequence reaches a report
+    found.notes = [text.one_line(n, limit=500) for n in found.notes]
+    found.problem = found.problem and text.one_line(found.problem, limit=1000)
     return found

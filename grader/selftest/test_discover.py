@@ -209,7 +209,7 @@ def test_a_symlink_alone_is_a_problem(tmp_path):
     (tmp_path / "sub").mkdir()
     os.symlink("/etc/passwd", tmp_path / "sub" / "signal.c")
     f = run(tmp_path, tmp_path / "sub")
-    assert "no regular file of any stage" in refused(f)
+    assert "nothing to grade: every file of a stage was refused (signal.c, see the notes)" in refused(f)
     assert any("refused signal.c: a symbolic link" in n for n in f.notes)
 
 
@@ -272,3 +272,16 @@ def test_dest_must_be_empty(tmp_path):
     make(tmp_path / "dest", {"x": ""})
     with pytest.raises(ValueError, match="not empty"):
         discover.find(tmp_path, STAGES, tmp_path / "dest")
+
+
+def test_hostile_file_names_are_refused_and_never_reach_a_note_raw(tmp_path):
+    src = make(tmp_path / "sub", {"01-signal/signal.c": "s", "01-signal/\x1b[2Jfake 21 of 21.h": "x",
+                                  "01-signal/-rf.c": "x"})
+    f = run(tmp_path, src)
+    assert tree_of(f) == {"01-signal/signal.c": "s"}
+    assert "refused 01-signal/fake 21 of 21.h: its name has characters other than letters, digits and . _ + -; " \
+           "left out" in f.notes
+    assert any(n.startswith("refused 01-signal/-rf.c: its name has") for n in f.notes)
+    assert not any("\x1b" in n for n in f.notes)
+    f = discover.find(make(tmp_path / "b", {"\x1b]0;x\x07README\r.md": "r"}), STAGES, tmp_path / "d2")
+    assert refused(f).endswith("; found: README .md")
