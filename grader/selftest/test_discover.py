@@ -59,13 +59,15 @@ def run(tmp_path, source, stages=STAGES):
 def test_labs_at_the_top(tmp_path):
     src = make(tmp_path / "sub", {"labs/01-signal/signal.c": "s", "labs/01-signal/signal.h": "h",
                                   "labs/02-block-on/parker.c": "p", "labs/02-block-on/build.o": "\0",
-                                  "README.md": "r"})
+                                  "labs/02-block-on/tests/t.c": "t", "README.md": "r"})
     f = run(tmp_path, src)
     assert f.problem is None and f.shape == "labs"
     assert tree_of(f) == {"01-signal/signal.c": "s", "01-signal/signal.h": "h", "02-block-on/parker.c": "p"}
     assert f.stages == ["01-signal", "02-block-on"]
     assert "02-block-on: block_on.c not found" in f.notes
     assert any("left out 1 file(s) of labs/02-block-on/" in n and "build.o" in n for n in f.notes)
+    assert ("left out the folder labs/02-block-on/tests/: only the files directly in a stage folder are graded"
+            in f.notes)
 
 
 def test_labs_one_folder_down_as_github_zips_it(tmp_path):
@@ -240,6 +242,14 @@ def test_zip_bomb_and_size_caps(tmp_path, monkeypatch):
     monkeypatch.setattr(discover, "MAX_FILE", 1000)
     f = discover.find(make(tmp_path / "big", {"signal.c": "x" * 1001, "signal.h": "h"}), STAGES, tmp_path / "d2")
     assert "refused signal.c: larger than 0 KiB; left out" in f.notes and f.stages == ["01-signal"]
+
+
+def test_a_zip_member_is_read_only_up_to_the_cap(tmp_path):
+    """The default caps, on a member that inflates 2 MiB from a few KiB."""
+    f = run(tmp_path, make_zip(tmp_path / "up.zip", {"signal.c": "\0" * (2 << 20), "signal.h": "h"}))
+    assert (tmp_path / "up.zip").stat().st_size < 20000
+    assert "refused signal.c: larger than 1024 KiB; left out" in f.notes
+    assert tree_of(f) == {"01-signal/signal.h": "h"}
 
 
 def test_too_many_entries(tmp_path, monkeypatch):
