@@ -132,9 +132,12 @@ def _list_zip(path, opened):
         elif stat.S_IFMT(mode) not in (0, stat.S_IFREG) or info.flag_bits & 0x1:
             entries[rel] = _Entry("other")
         else:
-            def read(info=info):
-                with zf.open(info) as f:
-                    return f.read(MAX_FILE + 1)
+            def read(info=info, rel=rel):
+                try:
+                    with zf.open(info) as f:
+                        return f.read(MAX_FILE + 1)
+                except Exception as e:  # bad CRC, a truncated or corrupt stream, an unknown method
+                    raise _Refused(f"refused {path.name}: {rel} cannot be unpacked ({e})") from None
             entries[rel] = _Entry("file", read)
     return entries, dirs
 
@@ -285,6 +288,9 @@ def _discover(source, stages, dest, found, opened):
         plan = {st: [(prefix + f, f) for f in files] for st, files in loose.items()}
     else:
         plan = {st: _plan_folder(entries, dirs, folder, found.notes) for st, folder in folders.items()}
+        base = next(iter(folders.values()))[:-len(next(iter(folders))) - 1]
+        found.notes += [f"refused {base}{s.name}: a symbolic link (only regular files are graded); left out"
+                        for s in stages if base + s.name in entries and entries[base + s.name].kind == "link"]
     budget, refused = 0, []
     for s in stages:
         written = []
@@ -301,8 +307,9 @@ def _discover(source, stages, dest, found, opened):
         if written:
             found.stages.append(s.name)
     if not found.stages:
-        raise _Refused(f"nothing to grade: every file of a stage was refused ({', '.join(refused[:5])}, see the "
-                       f"notes); " + _expected(stages, _found_names(entries, dirs)))
+        why = f"every file of a stage was refused ({', '.join(refused[:5])})" if refused else \
+            "no file could be given a stage"
+        raise _Refused(f"nothing to grade: {why}, see the notes; " + _expected(stages, _found_names(entries, dirs)))
 
 
 def find(source, stages, dest):

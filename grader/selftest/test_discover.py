@@ -211,7 +211,7 @@ def test_a_symlink_alone_is_a_problem(tmp_path):
     (tmp_path / "sub").mkdir()
     os.symlink("/etc/passwd", tmp_path / "sub" / "signal.c")
     f = run(tmp_path, tmp_path / "sub")
-    assert "nothing to grade: every file of a stage was refused (signal.c, see the notes)" in refused(f)
+    assert "nothing to grade: every file of a stage was refused (signal.c), see the notes" in refused(f)
     assert any("refused signal.c: a symbolic link" in n for n in f.notes)
 
 
@@ -220,6 +220,29 @@ def test_a_symlinked_labs_folder_is_not_followed(tmp_path):
     (tmp_path / "sub").mkdir()
     os.symlink(real, tmp_path / "sub" / "labs")
     assert "found: labs (symlink)" in refused(run(tmp_path, tmp_path / "sub"))
+
+
+def test_a_symlinked_stage_folder_is_named(tmp_path):
+    real = make(tmp_path / "solutions", {"02-block-on/parker.c": "reference"})
+    src = make(tmp_path / "sub", {"labs/01-signal/signal.c": "s"})
+    os.symlink(real / "02-block-on", src / "labs" / "02-block-on")
+    f = run(tmp_path, src)
+    assert tree_of(f) == {"01-signal/signal.c": "s"}
+    assert "refused labs/02-block-on: a symbolic link (only regular files are graded); left out" in f.notes
+
+
+def test_a_corrupt_zip_member(tmp_path):
+    path = make_zip(tmp_path / "up.zip", {"signal.c": "int x;" * 100})
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"signal.c") + len(b"signal.c") + 5       # inside the compressed data
+    raw[at] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    assert "refused up.zip: signal.c cannot be unpacked" in refused(run(tmp_path, path))
+
+
+def test_a_shared_name_alone_is_given_no_stage(tmp_path):
+    f = run(tmp_path, make(tmp_path / "sub", {"shared.h": "x"}), shared_stages())
+    assert refused(f).startswith("nothing to grade: no file could be given a stage, see the notes; expected")
 
 
 def test_a_symlink_in_a_zip_is_refused(tmp_path):
