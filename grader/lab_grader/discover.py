@@ -13,28 +13,24 @@ shape, in this order, and says which it took:
                   the rubric's source lists (also one folder down)
     zip+SHAPE     a .zip of any of these (or a folder holding only that zip)
 
-The submission is hostile until proven otherwise: only regular files are
-copied (never a symlink, which could point at the reference solution or at
-/etc/shadow), zip members with absolute or `..` paths refuse the zip, and
-caps on entries and sizes turn a zip bomb into a one-line problem.
+The submission is hostile until proven otherwise: only regular files with
+plain names are copied (never a symlink, which could point at the reference
+solution or at /etc/shadow); listing.py reads the folder or zip, refuses a
+zip whose members have absolute or `..` paths, and caps entries and sizes so
+that a zip bomb is a one-line problem. Notes and problems are passed through
+text.one_line(): file names are student text too.
 """
 import dataclasses
 import os
 import pathlib
 import re
-import stat
 import zipfile
 
-from . import text
+from . import listing, text
+from .listing import Refused, children
 
-MAX_ENTRIES = 20000          # directory entries or zip members looked at
-MAX_DEPTH = 4                # path components looked at: top/labs/01-signal/signal.c
-MAX_FILE = 1 << 20           # bytes in one copied file
 MAX_TOTAL = 32 << 20         # bytes copied in all
-MAX_ZIP = 64 << 20           # bytes of the zip file itself
-MAX_UNPACKED = 512 << 20     # declared unpacked size of all members of a zip
 SUFFIXES = (".c", ".h", ".toml", ".md", ".txt")   # what a stage folder's copy keeps
-SKIP_DIRS = ("__MACOSX",)    # and every folder whose name starts with a dot
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")   # names a copied file may have
 
 
@@ -47,16 +43,6 @@ class Found:
     stages: list = dataclasses.field(default_factory=list)  # names of the stages written
 
 
-class _Refused(Exception):
-    pass
-
-
-@dataclasses.dataclass
-class _Entry:
-    kind: str                 # "file", "link" or "other"
-    read: object = None       # for a file: () -> its first MAX_FILE + 1 bytes
-
-
 def stage_files(stage):
     """The names of a stage's files: its sources, the header of each source,
     and quiz.toml when the stage has a quiz."""
@@ -67,88 +53,8 @@ def stage_files(stage):
     return names
 
 
-def _read_file(path):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise _Refused(f"{path.name} is not a regular file")
-        return f.read(MAX_FILE + 1)
-
-
-def _list_dir(root):
-    entries, dirs = {}, set()
-
-    def walk(d, rel, depth):
-        with os.scandir(d) as it:
-            for e in it:
-                if len(entries) + len(dirs) >= MAX_ENTRIES:
-                    raise _Refused(f"the submission has more than {MAX_ENTRIES} files and folders")
-                name = rel + e.name
-                if e.is_symlink():
-                    entries[name] = _Entry("link")
-                elif e.is_dir(follow_symlinks=False):
-                    dirs.add(name)
-                    if depth + 1 < MAX_DEPTH and not e.name.startswith(".") and e.name not in SKIP_DIRS:
-                        walk(e.path, name + "/", depth + 1)
-                elif e.is_file(follow_symlinks=False):
-                    entries[name] = _Entry("file", lambda p=pathlib.Path(e.path): _read_file(p))
-                else:
-                    entries[name] = _Entry("other")
-    walk(root, "", 0)
-    return entries, dirs
-
-
-def _list_zip(path, opened):
-    if path.stat().st_size > MAX_ZIP:
-        raise _Refused(f"refused {path.name}: larger than {MAX_ZIP >> 20} MiB")
-    try:
-        zf = zipfile.ZipFile(path)
-        infos = zf.infolist()
-        opened.append(zf)
-    except (zipfile.BadZipFile, OSError, ValueError) as e:
-        raise _Refused(f"{path.name} is not a zip file that can be read ({e})")
-    if len(infos) > MAX_ENTRIES:
-        raise _Refused(f"refused {path.name}: more than {MAX_ENTRIES} members")
-    if sum(i.file_size for i in infos) > MAX_UNPACKED:
-        raise _Refused(f"refused {path.name}: its members would unpack to more than {MAX_UNPACKED >> 20} MiB")
-    entries, dirs = {}, set()
-    for info in infos:
-        name = info.filename.replace("\\", "/")
-        parts = [p for p in name.split("/") if p not in ("", ".")]
-        if name.startswith("/") or re.match(r"[A-Za-z]:", name) or ".." in parts:
-            raise _Refused(f"refused {path.name}: member '{info.filename}' points outside the zip")
-        if not parts:
-            continue
-        for i in range(1, len(parts)):
-            dirs.add("/".join(parts[:i]))
-        rel = "/".join(parts)
-        mode = info.external_attr >> 16
-        if name.endswith("/") or stat.S_ISDIR(mode):
-            dirs.add(rel)
-        elif rel in entries:
-            raise _Refused(f"refused {path.name}: it holds {rel} twice")
-        elif stat.S_ISLNK(mode):
-            entries[rel] = _Entry("link")
-        elif stat.S_IFMT(mode) not in (0, stat.S_IFREG) or info.flag_bits & 0x1:
-            entries[rel] = _Entry("other")
-        else:
-            def read(info=info, rel=rel):
-                try:
-                    with zf.open(info) as f:
-                        return f.read(MAX_FILE + 1)
-                except Exception as e:  # bad CRC, a truncated or corrupt stream, an unknown method
-                    raise _Refused(f"refused {path.name}: {rel} cannot be unpacked ({e})") from None
-            entries[rel] = _Entry("file", read)
-    return entries, dirs
-
-
-def _children(names, prefix):
-    """Names directly in the folder prefix ("" for the top, else "a/b/")."""
-    return sorted(n[len(prefix):] for n in names if n.startswith(prefix) and "/" not in n[len(prefix):])
-
-
 def _visible(name):
-    return not name.startswith(".") and name not in SKIP_DIRS
+    return not name.startswith(".") and name not in listing.SKIP_DIRS
 
 
 def _shape(entries, dirs, stages, prefix=""):
@@ -157,17 +63,17 @@ def _shape(entries, dirs, stages, prefix=""):
         return {s.name: p + s.name + "/" for s in stages if p + s.name in dirs}
     if folders(prefix + "labs/"):
         return "labs", folders(prefix + "labs/"), [], prefix
-    tops = [d for d in _children(dirs, prefix) if _visible(d)]
+    tops = [d for d in children(dirs, prefix) if _visible(d)]
     nested = [t for t in tops if folders(f"{prefix}{t}/labs/")]
     if len(nested) > 1:
-        raise _Refused(f"more than one labs/ folder one level down ({', '.join(t + '/labs/' for t in nested)}): "
+        raise Refused(f"more than one labs/ folder one level down ({', '.join(t + '/labs/' for t in nested)}): "
                        "submit one")
     if nested:
         return ("labs-nested", folders(f"{prefix}{nested[0]}/labs/"),
                 [f"found labs/ one folder down, in {nested[0]}/"], prefix)
     if folders(prefix):
         return "stages", folders(prefix), [], prefix
-    here = _children(entries, prefix)
+    here = children(entries, prefix)
     if any(n in stage_files(s) for s in stages for n in here):
         return "loose", {}, [], prefix
     if not prefix and len(tops) == 1 and not any(_visible(n) and n.endswith((".c", ".h")) for n in here):
@@ -182,7 +88,7 @@ def _map_loose(entries, stages, prefix, notes):
     """{stage name: [file names]} for the loose files at prefix. A name that
     several stages share goes to those whose other sources are all here (or,
     when none is complete, those with any of them here), with a note."""
-    here = set(_children(entries, prefix))
+    here = set(children(entries, prefix))
     out = {}
     for name in sorted(here):
         owners = [s for s in stages if name in stage_files(s)]
@@ -208,12 +114,12 @@ def _map_loose(entries, stages, prefix, notes):
 def _plan_folder(entries, dirs, folder, notes):
     """[(path in the submission, file name)] for a stage folder: its files
     (never those in its subfolders) whose suffix is one of SUFFIXES."""
-    names = _children(entries, folder)
+    names = children(entries, folder)
     kept = [n for n in names if n.endswith(SUFFIXES) or entries[folder + n].kind == "link"]
     if len(kept) < len(names):
         notes.append(f"left out {len(names) - len(kept)} file(s) of {folder} that are not "
                      f"{', '.join(SUFFIXES)} (e.g. {sorted(set(names) - set(kept))[0]})")
-    for sub in _children(dirs, folder):
+    for sub in children(dirs, folder):
         notes.append(f"left out the folder {folder}{sub}/: only the files directly in a stage folder are graded")
     return [(folder + n, n) for n in kept]
 
@@ -229,7 +135,7 @@ def _expected(stages, found_names):
 
 def _found_names(entries, dirs, prefix=""):
     """What the submission holds at its top, or inside its one top folder."""
-    names = [prefix + d + "/" for d in _children(dirs, prefix)] + [prefix + n for n in _children(entries, prefix)]
+    names = [prefix + d + "/" for d in children(dirs, prefix)] + [prefix + n for n in children(entries, prefix)]
     if not prefix and len(names) == 1 and names[0].endswith("/"):
         return _found_names(entries, dirs, names[0]) or names
     return sorted(n + (" (symlink)" if n in entries and entries[n].kind == "link" else "") for n in names)
@@ -242,13 +148,13 @@ def _copy(entries, rel, dest, budget, notes):
     if not SAFE_NAME.fullmatch(dest.name):
         why = "its name has characters other than letters, digits and . _ + -"
     data = e.read() if not why else b""
-    if not why and len(data) > MAX_FILE:
-        why = f"larger than {MAX_FILE >> 10} KiB"
+    if not why and len(data) > listing.MAX_FILE:
+        why = f"larger than {listing.MAX_FILE >> 10} KiB"
     if why:
         notes.append(f"refused {rel}: {why}; left out")
         return None
     if budget + len(data) > MAX_TOTAL:
-        raise _Refused(f"refused the submission: its stage files add up to more than {MAX_TOTAL >> 20} MiB")
+        raise Refused(f"refused the submission: its stage files add up to more than {MAX_TOTAL >> 20} MiB")
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "wb") as f:
@@ -260,26 +166,26 @@ def _listing(source, found, stages, opened):
     """(entries, dirs, "zip+" or "") of the submission at source."""
     source = pathlib.Path(source)
     if source.is_symlink():
-        raise _Refused(f"refused {source.name}: the submission itself is a symbolic link")
+        raise Refused(f"refused {source.name}: the submission itself is a symbolic link")
     if source.is_dir():
-        entries, dirs = _list_dir(source)
-        zips = [n for n in _children(entries, "") if n.lower().endswith(".zip") and entries[n].kind == "file"]
+        entries, dirs = listing.list_dir(source)
+        zips = [n for n in children(entries, "") if n.lower().endswith(".zip") and entries[n].kind == "file"]
         if len(zips) != 1 or _shape(entries, dirs, stages) is not None:
             return entries, dirs, ""
         found.notes.append(f"found only {zips[0]}: graded what it holds")
         source = source / zips[0]
     if source.is_file() and source.suffix.lower() == ".zip":
-        return _list_zip(source, opened) + ("zip+",)
+        return listing.list_zip(source, opened) + ("zip+",)
     if source.exists():
-        raise _Refused(f"{source.name} is neither a folder nor a .zip file")
-    raise _Refused(f"nothing was submitted: {source} does not exist")
+        raise Refused(f"{source.name} is neither a folder nor a .zip file")
+    raise Refused(f"nothing was submitted: {source} does not exist")
 
 
 def _discover(source, stages, dest, found, opened):
     entries, dirs, zipped = _listing(source, found, stages, opened)
     shape = _shape(entries, dirs, stages)
     if shape is None:
-        raise _Refused("no stage folder and no file of any stage: " + _expected(stages, _found_names(entries, dirs)))
+        raise Refused("no stage folder and no file of any stage: " + _expected(stages, _found_names(entries, dirs)))
     name, folders, notes, prefix = shape
     found.shape = zipped + name
     found.notes += notes
@@ -309,7 +215,7 @@ def _discover(source, stages, dest, found, opened):
     if not found.stages:
         why = f"every file of a stage was refused ({', '.join(refused[:5])})" if refused else \
             "no file could be given a stage"
-        raise _Refused(f"nothing to grade: {why}, see the notes; " + _expected(stages, _found_names(entries, dirs)))
+        raise Refused(f"nothing to grade: {why}, see the notes; " + _expected(stages, _found_names(entries, dirs)))
 
 
 def find(source, stages, dest):
@@ -325,8 +231,8 @@ def find(source, stages, dest):
     try:
         _discover(source, stages, dest, found, opened)
         found.tree = dest
-    except (_Refused, OSError, zipfile.BadZipFile) as e:
-        found.problem = str(e) if isinstance(e, _Refused) else f"cannot read the submission: {e}"
+    except (Refused, OSError, zipfile.BadZipFile) as e:
+        found.problem = str(e) if isinstance(e, Refused) else f"cannot read the submission: {e}"
         found.tree, found.stages = None, []
         for p in sorted(dest.rglob("*"), reverse=True):
             p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()

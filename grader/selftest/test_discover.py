@@ -11,7 +11,7 @@ import pytest
 from conftest import GRADER
 
 sys.path.insert(0, str(GRADER))
-from lab_grader import discover, rubric  # noqa: E402
+from lab_grader import discover, listing, rubric  # noqa: E402
 
 STAGES = rubric.load_all(GRADER / "rubric")
 BY_NAME = {s.name: s for s in STAGES}
@@ -259,10 +259,10 @@ def test_a_fifo_is_not_a_regular_file(tmp_path):
 
 
 def test_zip_bomb_and_size_caps(tmp_path, monkeypatch):
-    monkeypatch.setattr(discover, "MAX_UNPACKED", 1 << 20)
+    monkeypatch.setattr(listing, "MAX_UNPACKED", 1 << 20)
     f = run(tmp_path, make_zip(tmp_path / "bomb.zip", {"signal.c": "s", "pad.txt": "\0" * (2 << 20)}))
     assert refused(f) == "refused bomb.zip: its members would unpack to more than 1 MiB"
-    monkeypatch.setattr(discover, "MAX_FILE", 1000)
+    monkeypatch.setattr(listing, "MAX_FILE", 1000)
     f = discover.find(make(tmp_path / "big", {"signal.c": "x" * 1001, "signal.h": "h"}), STAGES, tmp_path / "d2")
     assert "refused signal.c: larger than 0 KiB; left out" in f.notes and f.stages == ["01-signal"]
 
@@ -276,7 +276,7 @@ def test_a_zip_member_is_read_only_up_to_the_cap(tmp_path):
 
 
 def test_too_many_entries(tmp_path, monkeypatch):
-    monkeypatch.setattr(discover, "MAX_ENTRIES", 50)
+    monkeypatch.setattr(listing, "MAX_ENTRIES", 50)
     files = {f"f{i}.txt": "" for i in range(60)}
     assert "more than 50 files and folders" in refused(run(tmp_path, make(tmp_path / "sub", files)))
     assert "more than 50 members" in refused(discover.find(make_zip(tmp_path / "m.zip", files), STAGES,
