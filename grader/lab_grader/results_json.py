@@ -71,11 +71,11 @@ def validate(data):
             errors.append((where, f"{where}: {e.message}"))
     for path in _non_finite(data):
         where = _where(path)
-        errors.append((where, f"{where}: {data_at(data, path)!r} is not a JSON number"))
+        errors.append((where, f"{where}: {_data_at(data, path)!r} is not a JSON number"))
     return [msg for _, msg in sorted(errors)]
 
 
-def data_at(data, path):
+def _data_at(data, path):
     for part in path:
         data = data[part]
     return data
