@@ -3,7 +3,7 @@
 # Installs the missing packages when it can (root, or passwordless sudo);
 # otherwise prints the one apt-get line to run and fails.
 #   deps.sh grade    what `make grade` needs
-#   deps.sh test     what `make test` needs (adds pytest-xdist, matplotlib)
+#   deps.sh test     what `make test` needs (adds pytest-xdist, matplotlib, jsonschema, xmllint)
 set -u
 need=""
 have_pytest() {
@@ -38,10 +38,20 @@ have_matplotlib() {
     done
     return 1
 }
+have_jsonschema() {
+    for p in python3 /usr/bin/python3; do
+        if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import pytest, jsonschema' 2>/dev/null; then return 0; fi
+    done
+    return 1
+}
 if [ "${1:-grade}" = test ]; then
     have_xdist || need="$need python3-pytest-xdist"
     # the trace renderer's self-test draws a picture (grader/tracing/trace_render.py)
     have_matplotlib || need="$need python3-matplotlib"
+    # results.json is checked against grader/schemas/gradescope-results.schema.json,
+    # JUnit XML against grader/schemas/JUnit.xsd (selftest/test_results_json.py, test_junit.py)
+    have_jsonschema || need="$need python3-jsonschema"
+    command -v xmllint >/dev/null 2>&1 || need="$need libxml2-utils"
 fi
 # the TSan runtime comes with gcc's libtsan; check it links
 if command -v gcc >/dev/null 2>&1; then

@@ -1,0 +1,183 @@
+"""Gradescope's results.json: checked against a JSON Schema written from
+Gradescope's published spec (grader/schemas/gradescope-results.schema.json),
+written by the JSON encoder and atomically, and a fallback for when grading
+crashed, so that Gradescope never shows a bare "autograder failed" or
+rejects a file that printf built from a log holding a tab or an escape.
+
+    python3 -m lab_grader.results_json validate FILE
+    python3 -m lab_grader.results_json fallback OUT MESSAGE [LOGFILE]
+
+(run from grader/). The checks need python3-jsonschema; fallback writes
+even without it, since it is what runs when something is already wrong.
+"""
+import json
+import math
+import os
+import pathlib
+import sys
+import tempfile
+
+from . import text
+
+SCHEMA = pathlib.Path(__file__).resolve().parents[1] / "schemas" / "gradescope-results.schema.json"
+_validator = None
+
+
+def _get_validator():
+    global _validator
+    if _validator is None:
+        import jsonschema  # python3-jsonschema
+        schema = json.loads(SCHEMA.read_text())
+        _validator = jsonschema.Draft7Validator(schema)
+    return _validator
+
+
+def _where(path):
+    """A JSON path as one reads it: tests[3].score, or (top level)."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _non_finite(data, path=()):
+    """Paths of NaN and infinities: json.dump writes them, JSON has none."""
+    if isinstance(data, float) and not math.isfinite(data):
+        yield path
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            yield from _non_finite(v, path + (k,))
+    elif isinstance(data, (list, tuple)):
+        for i, v in enumerate(data):
+            yield from _non_finite(v, path + (i,))
+
+
+def validate(data):
+    """Every way data breaks the schema, one readable line each, sorted by
+    where (empty when data is a valid results.json)."""
+    try:
+        validator = _get_validator()
+    except ImportError:
+        return ["cannot check results.json: python3-jsonschema is not installed (grader/deps.sh test)"]
+    errors = []
+    for e in validator.iter_errors(data):
+        where = _where(e.absolute_path)
+        if e.validator in ("anyOf", "oneOf") and isinstance(e.schema, dict):
+            parent = e.schema.get("description") or "it matches none of the allowed forms"
+            errors.append((where, f"{where}: {parent}"))
+        elif e.validator == "additionalProperties":
+            errors.append((where, f"{where}: {e.message} (the spec names no such field)"))
+        else:
+            errors.append((where, f"{where}: {e.message}"))
+    for path in _non_finite(data):
+        where = _where(path)
+        errors.append((where, f"{where}: {_data_at(data, path)!r} is not a JSON number"))
+    return [msg for _, msg in sorted(errors)]
+
+
+def _data_at(data, path):
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _cleaned(data):
+    """A copy of data with every string through text.clean(): results.json
+    carries student text, and the student reads it on a web page."""
+    if isinstance(data, str):
+        return text.clean(data)
+    if isinstance(data, dict):
+        return {text.clean(k): _cleaned(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_cleaned(v) for v in data]
+    return data
+
+
+def _dump(path, data):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, ensure_ascii=False, allow_nan=False)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write(path, data):
+    """Cleans every string in data (text.clean), checks the result against
+    the schema and writes it to path atomically (a temporary file in the
+    same folder, then a rename: Gradescope never reads half a file).
+    Raises ValueError, writing nothing, when the data is not valid."""
+    data = _cleaned(data)
+    errors = validate(data)
+    if errors:
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise ValueError("not a valid results.json: " + "; ".join(errors[:5]) + more)
+    return _dump(path, data)
+
+
+def fallback(message, log_text="", tail_chars=4000):
+    """A valid results.json for when grading crashed: score 0, one visible
+    failing test that holds the message and the cleaned tail of the log.
+    Plain text formats throughout, so a '<' in a compiler message is shown,
+    not read as HTML."""
+    message = text.one_line(message, limit=1000) or "the grader stopped before it wrote its results"
+    body = message
+    log = text.tail(log_text or "", tail_chars)
+    if log.strip():
+        body += "\n\nThe end of the grader's log:\n\n" + log
+    return {
+        "score": 0,
+        "output": "The grader could not finish, so this score is not your grade. " + message,
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [{
+            "name": "grading did not finish",
+            "number": "0",
+            "score": 0,
+            "status": "failed",
+            "output": body + "\n\nIf this happens again, tell your instructor.",
+            "output_format": "text",
+            "visibility": "visible",
+        }],
+    }
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == "validate":
+        try:
+            data = json.loads(pathlib.Path(argv[1]).read_text())
+        except (OSError, ValueError) as e:
+            print(f"{argv[1]}: not JSON: {e}", file=sys.stderr)
+            return 1
+        errors = validate(data)
+        for e in errors:
+            print(f"{argv[1]}: {e}", file=sys.stderr)
+        return 1 if errors else 0
+    if len(argv) in (3, 4) and argv[0] == "fallback":
+        log = ""
+        if len(argv) == 4:
+            try:
+                log = pathlib.Path(argv[3]).read_bytes()[-1_000_000:]
+            except OSError as e:
+                log = f"(the log {argv[3]} cannot be read: {e})"
+        data = fallback(argv[2], log)
+        try:
+            write(argv[1], data)
+        except ValueError:  # no jsonschema here: the fallback is valid by its self-test
+            _dump(argv[1], _cleaned(data))
+        return 0
+    print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
