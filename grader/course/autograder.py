@@ -31,7 +31,7 @@ SETUP = """#!/bin/sh
 set -e
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q make gcc binutils patch libcriterion-dev valgrind python3 python3-pytest
+apt-get install -y -q make gcc binutils patch libcriterion-dev valgrind python3 python3-pytest python3-jsonschema
 python3 -c 'import tomllib' 2>/dev/null || apt-get install -y -q python3-tomli
 """
 
@@ -44,19 +44,22 @@ SRC="$AG/source"
 TREE="$SRC/submission-tree"
 mkdir -p "$AG/results"
 rm -rf "$TREE"
-mkdir -p "$TREE"
-if [ -d "$AG/submission/labs" ]; then
-    cp -r "$AG/submission/labs/." "$TREE/"
-else
-    cp -r "$AG/submission/." "$TREE/"
-fi
 cd "$SRC" || exit 1
+# the work wherever it is: labs/ at the top or one folder down (a repository
+# downloaded as a zip), stage folders, loose files, a zip
+if ! python3 grader/course/find_work.py "$AG/submission" "$TREE" > "$AG/results/found.txt" 2>&1; then
+    (cd grader && python3 -m lab_grader.results_json fallback "$AG/results/results.json" \
+        "Your submission holds no work of this lab's stages. $(tail -n 1 "$AG/results/found.txt")")
+    cat "$AG/results/found.txt"
+    exit 0
+fi
 make -s grade TARGET="$TREE" RESULTS="$AG/results/results.json" > "$AG/results/grade.txt" 2>&1
 status=$?
 if [ ! -s "$AG/results/results.json" ]; then
-    printf '{"score": 0, "output": "The grader could not run (status %s). Its output:\\\\n%s"}\\n' \\
-        "$status" "$(tail -c 2000 "$AG/results/grade.txt" | tr '"\\\\' "''" | tr '\\n' ' ')" > "$AG/results/results.json"
+    (cd grader && python3 -m lab_grader.results_json fallback "$AG/results/results.json" \
+        "The grader could not run (status $status)." "$AG/results/grade.txt")
 fi
+cat "$AG/results/found.txt"
 cat "$AG/results/grade.txt"
 exit 0
 """

@@ -21,6 +21,7 @@ import csv
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -28,13 +29,24 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import rubric  # noqa: E402
+from lab_grader import discover, rubric  # noqa: E402
 
 
-def grade_one(student, reports, stage, hidden):
+def grade_one(student, reports, stage, hidden, trees):
+    """Finds the student's work (discover.py: labs/ at the top or one folder
+    down, stage folders, loose files, a zip), then grades it."""
     out_json = reports / f"{student.name}.json"
+    out_json.unlink(missing_ok=True)
+    tree = trees / student.name
+    if tree.exists():
+        shutil.rmtree(tree)
+    found = discover.find(student, rubric.load_all(ROOT / "grader" / "rubric"), tree)
+    (reports / f"{student.name}.found.txt").write_text("\n".join(found.notes + [found.problem or ""]) + "\n")
+    if found.problem:
+        (reports / f"{student.name}.txt").write_text(found.problem + "\n")
+        return student.name, None, 2, 0.0, found.problem
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "-rN",
-           str(ROOT / "grader" / "grade"), f"--target={student}", f"--results={out_json}"]
+           str(ROOT / "grader" / "grade"), f"--target={found.tree}", f"--results={out_json}"]
     if stage:
         cmd.append(f"--stage={stage}")
     if hidden:
@@ -43,7 +55,8 @@ def grade_one(student, reports, stage, hidden):
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, NO_COLOR="1"))
     (reports / f"{student.name}.txt").write_text(proc.stdout + proc.stderr)
     data = json.loads(out_json.read_text()) if out_json.exists() else None
-    return student.name, data, proc.returncode, time.monotonic() - start
+    odd = "; ".join(found.notes) if found.shape != "labs" else ""
+    return student.name, data, proc.returncode, time.monotonic() - start, odd
 
 
 def main():
@@ -58,7 +71,7 @@ def main():
     if not subs.is_dir():
         print(f"grade_class.py: SUBMISSIONS={subs}: no such directory", file=sys.stderr)
         return 2
-    students = sorted(p for p in subs.iterdir() if p.is_dir())
+    students = sorted(p for p in subs.iterdir() if p.is_dir() or p.suffix == ".zip")
     if not students:
         print(f"grade_class.py: {subs} holds no student directory", file=sys.stderr)
         return 2
@@ -68,14 +81,16 @@ def main():
     reports.mkdir(parents=True, exist_ok=True)
 
     start = time.monotonic()
-    results = {}
+    results, reasons = {}, {}
+    trees = out.parent / "trees"   # each student's work as the grader found it
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(grade_one, s, reports, args.stage, args.hidden) for s in students]
+        futures = [pool.submit(grade_one, s, reports, args.stage, args.hidden, trees) for s in students]
         for f in concurrent.futures.as_completed(futures):
-            name, data, rc, secs = f.result()
+            name, data, rc, secs, why = f.result()
             results[name] = data
-            score = data["score"] if data else "error"
-            print(f"  graded {name}: {score} ({secs:.1f} s)", flush=True)
+            reasons[name] = why
+            score = data["score"] if data else "no work found" if why else "error"
+            print(f"  graded {name}: {score} ({secs:.1f} s)" + (f": {why}" if why else ""), flush=True)
 
     failures = {}
     with open(out, "w", newline="") as fh:
@@ -87,7 +102,7 @@ def main():
             data = results.get(s_dir.name)
             if data is None:
                 w.writerow([s_dir.name, *["error"] * len(stages), "error", "", ""])
-                rerun.append((s_dir.name, "the grader gave no results"))
+                rerun.append((s_dir.name, reasons.get(s_dir.name) or "the grader gave no results"))
                 continue
             per_stage = {s.name: 0 for s in stages}
             total_max = 0

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "grader"))
 from lab_grader import assemble, build, plan, rubric  # noqa: E402
 
 KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "authoring/skeleton.py", "grade", "lab_grader", "rubric", "tests",
-               "tracing", "tools.py"]
+               "tracing", "tools.py", "course/find_work.py", "schemas"]
 
 
 def ignore(_dir, names):
@@ -49,6 +49,12 @@ def reference_objects(out, build_dir):
             shutil.copyfile(binary, dest / f"tests-{variant}")
             os.chmod(dest / f"tests-{variant}", 0o755)
     for stage in stages:
+        # the handout's headers, which the grader compiles its tests against
+        # (intake.py): students edit labs/, so these are kept apart
+        headers = out / "grader" / "reference" / stage.name / "headers"
+        headers.mkdir(parents=True, exist_ok=True)
+        for h in sorted((ROOT / "labs" / stage.name).glob("*.h")):
+            shutil.copyfile(h, headers / h.name)
         names = [*stage.uses, stage.name]
         dirs = [ROOT / "solutions" / n for n in names]
         for variant in ("plain", "tsan"):

@@ -4,7 +4,7 @@ import os
 import pathlib
 import sys
 
-from . import sandbox
+from . import sandbox, text
 from .outcomes import Status, Verdict
 
 WIDTH = 78
@@ -14,6 +14,12 @@ VERDICT_WORDS = {
     Verdict.EXITED_EARLY: "left early", Verdict.MEMORY: "memory error", Verdict.RACE: "data race",
     Verdict.MISSING: "did not run", Verdict.TOO_SLOW: "too slow to judge", Verdict.UNJUDGED: "cannot judge here",
 }
+
+
+def clean(s):
+    """Student text (messages, output, compiler logs) as data: no escape
+    sequence or control character of theirs reaches a terminal or a file."""
+    return text.clean(s)
 
 
 def _color(text, code):
@@ -57,18 +63,18 @@ def stage_table(grading, stage, results):
         mark = MARK[r.status]
         mark = _color(mark, "32" if r.status == Status.PASSED else "31" if r.status == Status.FAILED else "33")
         pts = f"{fmt_points(r.points)}/{fmt_points(r.item.points)}"
-        text = r.item.clause if r.status == Status.PASSED else r.summary
+        text = r.item.clause if r.status == Status.PASSED else clean(r.summary)
         lines.append(f"  {mark} {pts:>6}  {r.item.id:<{idw}}  {text}")
     b = grading.builds[stage.name]
     for note in b.notes + b.remarks:
-        lines.append(f"  note: {note}")
+        lines.append(f"  note: {clean(note)}")
     if b.warnings:
         lines.append("  your code compiled with warnings (they do not cost points, but read them):")
         for w in b.warnings:
-            lines += ["    " + l for l in w.splitlines()[:12]]
+            lines += ["    " + l for l in clean(w).splitlines()[:12]]
     if not b.ok and b.error and b.error.log:
         lines.append("  the compiler said:")
-        lines += ["    " + l for l in b.error.log.strip().splitlines()[:15]]
+        lines += ["    " + l for l in clean(b.error.log).strip().splitlines()[:15]]
     return lines
 
 
@@ -78,9 +84,9 @@ def failure_block(grading, r):
     verdict = VERDICT_WORDS.get(o.verdict, o.verdict) if o else "failed"
     lines = [f"{r.item.key} ({fmt_points(r.points)} of {fmt_points(r.item.points)} points): {verdict}"]
     if o is not None and o.message:
-        lines.append(f"  what happened: {o.message}")
+        lines.append(f"  what happened: {clean(o.message)}")
     elif r.summary:
-        lines.append(f"  what happened: {r.summary}")
+        lines.append(f"  what happened: {clean(r.summary)}")
     lines.append(f"  contract:      {r.item.clause}")
     lines.append(f"  read:          {stage.chapter}{r.item.section}")
     if o is not None:
@@ -88,7 +94,7 @@ def failure_block(grading, r):
         if o.seed:
             lines.append(f"  seed:          {o.seed}")
     for d in (o.details if o else []):
-        lines.append("  " + d)
+        lines.append("  " + clean(d))
     return lines
 
 
@@ -115,7 +121,7 @@ def text_report(grading, results):
     lines.append(sandbox.shared().describe())
     not_judged = [r for r in results if r.status == Status.NOT_JUDGED]
     for r in not_judged:
-        lines.append(f"Not judged here: {r.item.key}: {r.summary}")
+        lines.append(f"Not judged here: {r.item.key}: {clean(r.summary)}")
     not_started = [r for r in failed if r.outcome is not None and r.outcome.verdict == Verdict.NOT_STARTED]
     others = [r for r in failed if r not in not_started]
     if not_started:
@@ -124,7 +130,7 @@ def text_report(grading, results):
         for r in not_started:
             by_todo.setdefault(r.outcome.message, []).append(r)
         for message, rs in by_todo.items():
-            lines.append(message)
+            lines.append(clean(message))
             lines.append("  blocks: " + ", ".join(f"{r.item.key} ({fmt_points(r.item.points)})" for r in rs))
     if others:
         lines += ["", "What to fix", "-----------"]

@@ -15,6 +15,14 @@ def test_grade_class(tmp_path):
     m = next(m for m in mutants() if m.stage == "01-signal" and m.name == "stale-first-waker")
     shutil.copytree(ROOT / "solutions", subs / "carol")
     subprocess.run(["patch", "-s", "-p1", "-i", str(m.path)], cwd=subs / "carol", check=True)
+    # the shapes students really hand in: a repository downloaded as a zip
+    # (everything one folder down), and loose files
+    shutil.copytree(ROOT / "solutions", subs / "dave" / "async-lab-main" / "labs")
+    (subs / "erin").mkdir()
+    for f in ("signal.c", "signal.h"):
+        shutil.copyfile(ROOT / "solutions" / "01-signal" / f, subs / "erin" / f)
+    (subs / "frank").mkdir()
+    (subs / "frank" / "notes.txt").write_text("I could not get it to compile\n")
     out = tmp_path / "book.csv"
     proc = subprocess.run(["make", "-s", "-C", str(ROOT), "grade-class", f"SUBMISSIONS={subs}",
                            f"GRADEBOOK={out}", "STAGE=1"], capture_output=True, text=True, timeout=900)
@@ -27,4 +35,8 @@ def test_grade_class(tmp_path):
     lost = sum(i.points for s in stages() if s.name == "01-signal" for i in s.items if i.id in m.catches)
     assert float(rows["carol"]["01-signal"]) <= full - lost
     assert "most failed items" in proc.stdout
+    for student in ("dave", "erin"):
+        assert float(rows[student]["01-signal"]) == full, proc.stdout[-3000:]
+    assert rows["frank"]["total"] == "error"
+    assert "frank: no stage folder" in proc.stdout or "frank:" in proc.stdout.split("grade these again")[-1], proc.stdout
     assert (tmp_path / "reports" / "carol.txt").exists()

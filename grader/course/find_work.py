@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Finds a student's work wherever it is in a submission and writes it as a
+tree shaped like labs/ (lab_grader/discover.py says which shapes).
+
+    find_work.py SOURCE DEST      SOURCE: a folder or a .zip; DEST: a new folder
+
+Prints one note a line; exits 0 when a tree was written, 1 (with the one
+line that says what was expected and what was found) when none could be.
+"""
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "grader"))
+
+from lab_grader import discover, rubric  # noqa: E402
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    source, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+    if not source.exists():
+        print(f"find_work.py: {source}: no such file or folder", file=sys.stderr)
+        return 2
+    found = discover.find(source, rubric.load_all(ROOT / "grader" / "rubric"), dest)
+    for note in found.notes:
+        print(note)
+    if found.problem:
+        print(found.problem)
+        return 1
+    print(f"found the work as {found.shape}: {', '.join(found.stages)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
