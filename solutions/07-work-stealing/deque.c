@@ -164,7 +164,8 @@ void *deque_take(struct deque *d)
     /* seq_cst: the store above must be visible before we read top. Pairs
      * with the thief's fence between its load of top and its load of
      * bottom: of the two fences one comes first, so either the thief sees
-     * our reservation or we see its increment of top. */
+     * our reservation or we see a top at least as new as the one it read
+     * before its fence (then a shared last item is decided by the CAS). */
     owner_fence_seq_cst(d);
     /* relaxed: ordered by the fence */
     int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
