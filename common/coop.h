@@ -2,13 +2,16 @@
  * task being polled may still do before it must give the thread back.
  *
  * A scheduler calls coop_reset() before each poll of a task. The runtime's own
- * leaf futures (channel receive, yield, timer, I/O readiness) call
- * coop_proceed() first: while budget remains it takes one unit and says go on;
+ * leaf futures that can stay ready for ever (stage 06's TCP accept, read and
+ * write; stage 07's channel send and receive and mutex lock; not sleep, not
+ * yield_now) call coop_proceed() first: while budget remains it takes one
+ * unit and says go on;
  * at zero it wakes the task (so it will be polled again) and says stop, and
  * the leaf returns POLL_PENDING before doing anything. Checking before the side
  * effect matters: a leaf that consumed a message and then returned Pending
- * would lose it. Harmless before stage 07: outside a scheduler the budget is
- * unlimited.
+ * would lose it. Outside a scheduler the budget is unlimited; stage 03's
+ * executor resets it to COOP_BUDGET_DEFAULT before each poll, so from stage 06
+ * on a task that reads a socket 128 times in one poll is told to yield.
  */
 #ifndef LAB_COOP_H
 #define LAB_COOP_H

@@ -37,7 +37,8 @@ struct task; /* defined by stage 03 */
 enum schedule_reason {
     SCHEDULE_SPAWN, /* a new task */
     SCHEDULE_WAKE,  /* woken by a waker or an abort (possibly from another thread) */
-    SCHEDULE_YIELD, /* woken during its own poll (it yielded): run others first */
+    SCHEDULE_YIELD, /* woken while its poll ran (a yield, a spent budget, or any
+                     * other wake that came meanwhile): run others first */
 };
 
 struct scheduler;

@@ -3,8 +3,8 @@
  * Two kinds of code live here. The small helpers at the top are given: they
  * name every access to top and bottom with its memory order, and they carry
  * two things that are not part of the algorithm:
- *   - ThreadSanitizer does not model standalone fences (gcc refuses
- *     atomic_thread_fence under -fsanitize=thread with -Werror). Under TSan
+ *   - ThreadSanitizer does not model standalone fences (gcc 11 and later
+ *     warn, -Wtsan, that a fence is not supported there). Under TSan
  *     (__SANITIZE_THREAD__) each seq_cst fence becomes a seq_cst
  *     read-modify-write of one word of the deque (all such RMWs are totally
  *     ordered and each synchronizes with the one before: the same

@@ -3,8 +3,8 @@
  * Two kinds of code live here. The small helpers at the top are given: they
  * name every access to top and bottom with its memory order, and they carry
  * two things that are not part of the algorithm:
- *   - ThreadSanitizer does not model standalone fences (gcc refuses
- *     atomic_thread_fence under -fsanitize=thread with -Werror). Under TSan
+ *   - ThreadSanitizer does not model standalone fences (gcc 11 and later
+ *     warn, -Wtsan, that a fence is not supported there). Under TSan
  *     (__SANITIZE_THREAD__) each seq_cst fence becomes a seq_cst
  *     read-modify-write of one word of the deque (all such RMWs are totally
  *     ordered and each synchronizes with the one before: the same
@@ -164,7 +164,8 @@ void *deque_take(struct deque *d)
     /* seq_cst: the store above must be visible before we read top. Pairs
      * with the thief's fence between its load of top and its load of
      * bottom: of the two fences one comes first, so either the thief sees
-     * our reservation or we see its increment of top. */
+     * our reservation or we see a top at least as new as the one it read
+     * before its fence (then a shared last item is decided by the CAS). */
     owner_fence_seq_cst(d);
     /* relaxed: ordered by the fence */
     int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
