@@ -49,12 +49,14 @@ def reference_objects(out, build_dir):
             shutil.copyfile(binary, dest / f"tests-{variant}")
             os.chmod(dest / f"tests-{variant}", 0o755)
     for stage in stages:
-        # the handout's headers, which the grader compiles its tests against
-        # (intake.py): students edit labs/, so these are kept apart
-        headers = out / "grader" / "reference" / stage.name / "headers"
-        headers.mkdir(parents=True, exist_ok=True)
-        for h in sorted((ROOT / "labs" / stage.name).glob("*.h")):
-            shutil.copyfile(h, headers / h.name)
+        # the stage's files as handed out: the grader compiles its tests
+        # against these headers, and the gate compares with them (intake.py);
+        # students edit labs/, so these are kept apart
+        given = out / "grader" / "reference" / stage.name / "handout"
+        given.mkdir(parents=True, exist_ok=True)
+        for f in sorted((ROOT / "labs" / stage.name).iterdir()):
+            if f.suffix in (".c", ".h"):
+                shutil.copyfile(f, given / f.name)
         names = [*stage.uses, stage.name]
         dirs = [ROOT / "solutions" / n for n in names]
         for variant in ("plain", "tsan"):

@@ -55,7 +55,7 @@ class Assembler:
         with self._lock(("intake", name)):
             if name not in self._intakes:
                 self._intakes[name] = intake.take_in(self.target / name, self.src / name,
-                                                     intake.grader_headers(self.root, name))
+                                                     intake.handout_files(self.root, name))
             return self._intakes[name]
 
     def student_objects(self, plan, sp, variant):

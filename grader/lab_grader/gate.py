@@ -90,8 +90,39 @@ def check_tree(stage_dir):
             raise Refused(f"{p.name} is not a regular file")
 
 
-def check_source(path):
-    """The text checks of one student file (.c or .h)."""
+def _hiding_blocks(text):
+    """The conditional blocks (#if... to its #endif) whose condition names a
+    hiding macro, each as its text; and the lines outside such blocks that
+    name one."""
+    lines = logical_lines(text)
+    blocks, loose, k = [], [], 0
+    while k < len(lines):
+        no, line = lines[k]
+        code = re.sub(r"//.*|/\*.*?\*/", " ", line)
+        if HIDING.search(code):
+            if re.match(r"^\s*#\s*if", code):
+                depth, body = 0, []
+                while k < len(lines):
+                    body.append(lines[k][1].rstrip())
+                    c = lines[k][1]
+                    if re.match(r"^\s*#\s*if", c):
+                        depth += 1
+                    elif re.match(r"^\s*#\s*endif", c):
+                        depth -= 1
+                        if depth == 0:
+                            break
+                    k += 1
+                blocks.append((no, "\n".join(body)))
+            else:
+                loose.append((no, code.strip()))
+        k += 1
+    return blocks, loose
+
+
+def check_source(path, handout=None):
+    """The text checks of one student file (.c or .h). handout: the text of
+    the same file as handed out, whose given conditional blocks on a
+    sanitizer macro (stage 07's fences under TSan) may stay as given."""
     path = pathlib.Path(path)
     data = path.read_bytes()
     if len(data) > MAX_SOURCE:
@@ -117,9 +148,22 @@ def check_source(path):
             if FORBIDDEN_INCLUDES.match(name):
                 raise Refused(f"{path.name}:{no}: #include {name}: the grader's test support is not for the code "
                               "under test")
-        h = HIDING.search(re.sub(r"//.*", "", code))
-        if h:
-            raise Refused(f"{path.name}:{no}: {h.group(1)}: code under test must not change with the tool that checks it")
+    blocks, loose = _hiding_blocks(text)
+    given_blocks, given_loose = _hiding_blocks(handout) if handout is not None else ([], [])
+    allowed_blocks = [b for _, b in given_blocks]
+    allowed_loose = [c for _, c in given_loose]
+    for no, block in blocks:
+        if block in allowed_blocks:
+            allowed_blocks.remove(block)
+            continue
+        raise Refused(f"{path.name}:{no}: {HIDING.search(block).group(1)}: code under test must not change with "
+                      "the tool that checks it (only the handout's own blocks may)")
+    for no, code in loose:
+        if code in allowed_loose:
+            allowed_loose.remove(code)
+            continue
+        raise Refused(f"{path.name}:{no}: {HIDING.search(code).group(1)}: code under test must not change with "
+                      "the tool that checks it")
 
 
 def check_preprocessed(text, student_files):

@@ -26,13 +26,13 @@ class Intake:
     notes: list = dataclasses.field(default_factory=list)
 
 
-def grader_headers(root, name):
-    """The handout's headers of a stage: shipped in the handout's grader
-    (students edit labs/ there), or the skeleton's in the instructor's
-    repository."""
-    shipped = pathlib.Path(root) / "grader" / "reference" / name / "headers"
+def handout_files(root, name):
+    """{file name: path} of a stage's files as handed out: shipped in the
+    handout's grader (students edit labs/ there), or the skeleton's in the
+    instructor's repository."""
+    shipped = pathlib.Path(root) / "grader" / "reference" / name / "handout"
     d = shipped if shipped.is_dir() else pathlib.Path(root) / "labs" / name
-    return sorted(d.glob("*.h"))
+    return {p.name: p for p in sorted(d.iterdir()) if p.is_file() and p.suffix in KINDS} if d.is_dir() else {}
 
 
 def _fields_ok(mine, handout):
@@ -54,10 +54,11 @@ def _fields_ok(mine, handout):
     return None
 
 
-def take_in(src, dest, headers):
+def take_in(src, dest, handout):
     """src: the student's stage folder (it may not exist); dest: a fresh
-    folder named like the stage; headers: the grader's (grader_headers)."""
+    folder named like the stage; handout: handout_files of the stage."""
     src, dest = pathlib.Path(src), pathlib.Path(dest)
+    headers = [p for n, p in handout.items() if n.endswith(".h")]
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -67,13 +68,15 @@ def take_in(src, dest, headers):
     if not src.is_dir():
         return result
     theirs = {h.name: h for h in headers}
+    handout_of = handout
     try:
         gate.check_tree(src)
         files = sorted(p for p in src.iterdir() if p.is_file() and p.suffix in KINDS)
         for p in files:
             handout = theirs.get(p.name)
             if handout is None:
-                gate.check_source(p)
+                given = handout_of.get(p.name)
+                gate.check_source(p, given.read_text(errors="replace") if given else None)
                 shutil.copyfile(p, dest / p.name)
                 continue
             mine, given = p.read_text(errors="replace"), handout.read_text(errors="replace")
@@ -82,7 +85,7 @@ def take_in(src, dest, headers):
                 if line is not None:
                     raise gate.Refused(f"{p.name}:{line}: outside the struct fields you may add, this header must "
                                        "be as handed out (the tests are compiled against it)")
-                gate.check_source(p)
+                gate.check_source(p, given)
                 shutil.copyfile(p, dest / p.name)
             elif mine != given:
                 result.notes.append(f"your {p.name} differs from the handout's; the grader compiled everything with "
