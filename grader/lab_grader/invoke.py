@@ -34,6 +34,10 @@ LIMITS = {
     "RLIMIT_NOFILE": 4096,
 }
 DATA_LIMIT = 1024 * 1024 * 1024        # RLIMIT_DATA for the plain lanes: 1 GB
+MEMORY_LIMIT = 3 << 30                 # the whole run (the runner and its workers) in the plain lanes
+TOOL_MEMORY_LIMIT = 8 << 30            # under Valgrind or TSan (shadow memory; RLIMIT_DATA is off there)
+OOM_NOTE = ("the run went over its memory limit of {gib:g} GiB and the kernel killed {n} of its processes "
+            "(an allocation that never stops?)")
 FORK_LIMIT_NOTE = ("the run hit its limit of " + str(sandbox.PIDS_MAX) + " processes and threads{n} "
                    "(a fork bomb, or threads that are never joined?)")
 
@@ -42,6 +46,10 @@ def fork_limit_note(refused):
     """The report's words for a run that met the process limit (refused < 0:
     met, but the refusals were not counted)."""
     return FORK_LIMIT_NOTE.format(n="" if refused < 0 else f": {refused} fork(s) or thread start(s) refused")
+
+def oom_note(n, memory):
+    return OOM_NOTE.format(gib=memory / (1 << 30), n=n)
+
 
 def apply_limits(data_limit):
     """Runs in the child between fork and exec (subprocess's preexec_fn)."""
@@ -108,6 +116,8 @@ class RunResult:
     records: dict     # records.read_dir of the run's records: {test: [records.Run]}
     output: str       # the tail of what the run printed
     refused: int      # forks the process limit refused (-1: met, not counted)
+    oom_kills: int = 0  # processes the kernel killed for going over the run's memory limit
+    memory: int = 0     # that limit
 
 
 @dataclasses.dataclass
@@ -122,12 +132,13 @@ class Invocation:
     timeout: float = 300  # the whole run: a backstop behind each test's own timeout
     make_dirs: list = dataclasses.field(default_factory=list)  # created empty before the run
     data_limit: int = DATA_LIMIT  # 0: none (sanitizer and Valgrind lanes)
+    memory: int = MEMORY_LIMIT    # bytes the whole run may hold (a memory cgroup, where there is one)
 
     def execute(self):
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True)
-        jail = sandbox.shared().jail()
+        jail = sandbox.shared().jail(memory=self.memory)
         try:
             return self._execute(jail)
         finally:
@@ -164,7 +175,7 @@ class Invocation:
             apply_limits(self.data_limit)
             jail.preexec()
         output = self.run_dir / "output.txt"
-        refused = 0
+        refused = oom = 0
         with open(output, "wb") as out:
             try:
                 proc = _popen_retrying(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -191,12 +202,15 @@ class Invocation:
                     pass
                 proc.wait()
                 jail.kill_all()
+                oom = jail.oom_kills()
             if refused:
                 out.write(f"\n[grader] {fork_limit_note(refused)}\n".encode())
+            if oom:
+                out.write(f"\n[grader] {oom_note(oom, self.memory)}\n".encode())
         if work != self.run_dir:
             sandbox.copy_back(work, self.run_dir)
         return RunResult(parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"),
-                         _tail(output), refused)
+                         _tail(output), refused, oom, self.memory)
 
 
 def _popen_retrying(cmd, **kw):

@@ -5,7 +5,7 @@ early; a TODO record means "not started"; a HANG record carries every
 thread's backtrace.
 """
 from . import records
-from .invoke import fork_limit_note
+from .invoke import fork_limit_note, oom_note
 from .outcomes import Outcome, Verdict
 
 WHY_SIGNAL = {
@@ -98,8 +98,9 @@ def judge_run(tests, result, binary, nonce, hang_hints):
     run. A run that met the process limit says so on every failure."""
     sym = records.Symbolizer(binary)
     outs = {t: judge(t, result.report, result.records, sym, nonce, hang_hints.get(t, "")) for t in tests}
-    if result.refused:
+    for note in ([fork_limit_note(result.refused)] if result.refused else []) + \
+            ([oom_note(result.oom_kills, result.memory)] if result.oom_kills else []):
         for o in outs.values():
             if not o.passed:
-                o.details.insert(0, fork_limit_note(result.refused))
+                o.details.insert(0, note)
     return outs

@@ -2,10 +2,10 @@
 lane's tests once and judges what happened.
 
   lane      binary  runner      jobs  checker                 limits
-  plain     plain   Criterion   2     -                       1 GB data
+  plain     plain   Criterion   2     -                       1 GB data, 3 GiB memory
   race      plain   Criterion   2     -                       1 GB data   (the item's tests, `runs` times)
-  valgrind  vg      stand-in    2     Valgrind's logs         none (Valgrind maps large regions), 900 s backstop
-  tsan      tsan    stand-in    1     ThreadSanitizer's logs  none (shadow memory)
+  valgrind  vg      stand-in    2     Valgrind's logs         8 GiB memory (no data limit: Valgrind maps large regions), 900 s backstop
+  tsan      tsan    stand-in    1     ThreadSanitizer's logs  8 GiB memory (no data limit: shadow memory)
   perf      plain   Criterion   1     -                       1 GB data, every slot: nothing else runs
 
 A lane only runs and judges; calibrating a timeout (calibrate.py) and
@@ -50,6 +50,7 @@ class Lane:
     env: tuple = ()           # (name, value) pairs; {logs} is the log directory, {scale} the Valgrind scale
     timeout: float = 300      # the whole run: a backstop behind each test's own timeout
     data_limit: int = invoke.DATA_LIMIT
+    memory: int = invoke.MEMORY_LIMIT
     checker: Checker = None
     exclusive: bool = False   # takes every slot: nothing else runs beside it
 
@@ -60,17 +61,18 @@ class Lane:
         env.update({k: fill(v) for k, v in self.env})
         return invoke.Invocation(binary, list(tests), run_dir, jobs=self.jobs, env=env,
                                  wrapper=[fill(w) for w in self.wrapper], timeout=self.timeout,
-                                 make_dirs=[logs] if logs else [], data_limit=self.data_limit)
+                                 make_dirs=[logs] if logs else [], data_limit=self.data_limit, memory=self.memory)
 
 
 LANES = {
     "plain": Lane("plain", "plain"),
     "race": Lane("race", "plain"),
     "valgrind": Lane("valgrind", "vg", wrapper=VALGRIND + ("--log-file={logs}/%p.log",), env=(("LAB_SCALE", "{scale}"),),
-                     timeout=900, data_limit=0,
+                     timeout=900, data_limit=0, memory=invoke.TOOL_MEMORY_LIMIT,
                      checker=Checker("vg", checkers.valgrind_by_pid, (Verdict.PASS, Verdict.FAIL), Verdict.MEMORY,
                                      "Valgrind found {n} memory error(s) or leak(s)", shown=3, limit=24)),
     "tsan": Lane("tsan", "tsan", jobs=1, env=(("TSAN_OPTIONS", TSAN_OPTIONS + " log_path={logs}/tsan"),), data_limit=0,
+                 memory=invoke.TOOL_MEMORY_LIMIT,
                  checker=Checker("tsan", checkers.tsan_by_pid,
                                  (Verdict.PASS, Verdict.FAIL, Verdict.TIMEOUT, Verdict.CRASH, Verdict.EXITED_EARLY),
                                  Verdict.RACE, "ThreadSanitizer reported {n} problem(s)", shown=2, limit=30)),

@@ -49,8 +49,23 @@ import threading
 from . import kernel
 
 PIDS_MAX = 512          # tasks (processes and threads) in one run
+MEMORY_MAX = 3 << 30    # bytes of memory one run may hold (the lanes say their own; see invoke.py)
 UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
 COPY_BACK_FILES = 20000  # at most this many files come back from a run's directory
+
+def _memory_root():
+    """A directory where a memory cgroup can be made, or None."""
+    v1 = pathlib.Path("/sys/fs/cgroup/memory")
+    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
+        return v1
+    for v2 in (pathlib.Path("/sys/fs/cgroup"), pathlib.Path("/sys/fs/cgroup/unified")):
+        try:
+            if "memory" in (v2 / "cgroup.subtree_control").read_text().split() and os.access(v2, os.W_OK):
+                return v2
+        except OSError:
+            continue
+    return None
+
 
 def _pids_root():
     """A directory where a pids cgroup can be made, or None."""
@@ -73,11 +88,14 @@ class Jail:
     uid: int = -1              # -1: keep the grader's user
     cgroup: pathlib.Path = None
     home: pathlib.Path = None  # the private directory (removed by close())
+    memcg: pathlib.Path = None  # the run's memory cgroup, when the machine has one
 
     def preexec(self):
         sb = self.sandbox
         if self.cgroup is not None:
             kernel.write(self.cgroup / "cgroup.procs", str(os.getpid()))
+        if self.memcg is not None:
+            kernel.write(self.memcg / "cgroup.procs", str(os.getpid()))
         if sb.netns == "root":
             kernel.unshare(kernel.CLONE_NEWNET)
             kernel.loopback_up()
@@ -123,6 +141,31 @@ class Jail:
             pass
         return 0
 
+    def oom_kills(self):
+        """How many processes of this run the kernel killed for going over
+        the run's memory limit."""
+        if self.memcg is None:
+            return 0
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                for line in (self.memcg / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+            except (OSError, ValueError):
+                continue
+        return 0
+
+    def _remove_memcg(self):
+        for _ in range(100):
+            try:
+                self.memcg.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                threading.Event().wait(0.01)
+
     def kill_all(self):
         """Kills every process left in the run's cgroup, then removes it.
         Without a cgroup but with a user id of its own, every process of that
@@ -166,6 +209,8 @@ class Jail:
 
     def close(self):
         self.kill_all()
+        if self.memcg is not None:
+            self._remove_memcg()
         if self.home is not None:
             shutil.rmtree(self.home, ignore_errors=True)
 
@@ -183,6 +228,7 @@ class Sandbox:
         self.why_not = []   # what could not be had, in plain words
         self.base = None
         self._group = None
+        self._mem_group = None
         if not enabled:
             self.why_not.append("sandbox turned off (LAB_SANDBOX=0)")
             return
@@ -197,6 +243,19 @@ class Sandbox:
             except OSError as e:
                 self.why_not.append(f"no pids cgroup ({e.strerror})")
                 self.pids_root = self._group = None
+        mem_root = (_memory_root() if self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0" else None)
+        if mem_root is not None:
+            _remove_stale_groups(mem_root)
+            self._mem_group = mem_root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
+            try:
+                self._mem_group.mkdir()
+                if (mem_root / "cgroup.subtree_control").exists():   # v2: give the children the controller
+                    kernel.write(self._mem_group / "cgroup.subtree_control", "+memory")
+            except OSError as e:
+                self.why_not.append(f"no memory limit per run (a memory cgroup was refused: {e.strerror})")
+                self._mem_group = None
+        else:
+            self.why_not.append("no memory limit per run beyond the process limits (no writable memory cgroup)")
         if self.pids_root is None and not self.root:
             self.why_not.append("no process limit (neither a writable pids cgroup nor a user id of its own)")
         for mode in (("root",) if self.root else ("user",)):
@@ -230,7 +289,7 @@ class Sandbox:
         finally:
             jail.close()
 
-    def jail(self):
+    def jail(self, memory=MEMORY_MAX):
         if not self.enabled:
             return Jail(self)
         j = Jail(self)
@@ -242,6 +301,14 @@ class Sandbox:
             j.cgroup = self._group / secrets.token_hex(6)
             j.cgroup.mkdir()
             kernel.write(j.cgroup / "pids.max", str(PIDS_MAX))
+        if self._mem_group is not None:
+            j.memcg = self._mem_group / secrets.token_hex(6)
+            j.memcg.mkdir()
+            for name in ("memory.limit_in_bytes", "memory.max"):   # v1, v2
+                if (j.memcg / name).exists():
+                    kernel.write(j.memcg / name, str(memory))
+            if (j.memcg / "memory.swap.max").exists():
+                kernel.write(j.memcg / "memory.swap.max", "0")
         return j
 
     def describe(self):
@@ -257,17 +324,20 @@ class Sandbox:
             parts.append(f"at most {PIDS_MAX} tasks (pids cgroup)")
         elif self.root:
             parts.append(f"at most {PIDS_MAX} tasks (RLIMIT_NPROC)")
+        if self._mem_group is not None:
+            parts.append("a memory limit per run (memory cgroup)")
         line = "sandbox: " + ", ".join(parts)
         if self.why_not:
             line += "\n  (" + "; ".join(self.why_not) + ")"
         return line
 
     def close(self):
-        if self._group is not None:
-            try:
-                self._group.rmdir()
-            except OSError:
-                pass
+        for g in (self._group, self._mem_group):
+            if g is not None:
+                try:
+                    g.rmdir()
+                except OSError:
+                    pass
 
 
 _shared = None
