@@ -2,10 +2,11 @@
 
 Two rules, applied in this order to a lane run's outcomes:
 
-1. A test that timed out before its body began (no BEGIN record: the worker
-   was never scheduled, or its start-up stalled, on a machine under heavy
-   load) has run no code under test, so it is run once more on the same
-   binary before it is judged.
+1. A test that timed out or did not run before its body began (no BEGIN
+   record: the worker was never scheduled, or its start-up stalled, or the
+   runner was stopped at its backstop, on a machine under heavy load) has
+   run no code under test, so it is run once more on the same binary before
+   it is judged. One that did not start in either run is not judged.
 2. A test that still timed out is run again at once on the reference, in
    the same lane with the same limits. If the reference passes it within a
    quarter of the limit (limits are set near ten times the reference's time
@@ -32,15 +33,24 @@ def moved_to(inv, run_dir, **changes):
                                make_dirs=[moved(str(m)) for m in inv.make_dirs], **changes)
 
 
-def calibrate(outs, inv, runner, reference, reference_tests):
+def calibrate(outs, inv, runner, reference, reference_tests, limits_hit=False):
     """Applies both rules to outs ({test: Outcome} of the run `inv`), in
     place. reference: the reference's test binary for the lane, or None;
     reference_tests: the tests it has (an instructor's hidden test is not in
     it)."""
+    unbegun = [t for t, o in outs.items() if o.verdict in (Verdict.TIMEOUT, Verdict.MISSING) and not o.began]
+    limits_hit = retry_unbegun(outs, inv, runner, unbegun) or limits_hit
+    for t in unbegun:
+        o = outs[t]
+        if o.verdict == Verdict.MISSING and not o.began and not limits_hit:
+            # twice not started: the machine (another run, a loaded host) kept
+            # it from running; nothing of the code under test was seen
+            o.verdict = Verdict.TOO_SLOW
+            o.message = ("not judged, regrade: the test did not start in two runs (the runner was stopped or "
+                         "starved before it began)")
     slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT]
     if not slow:
         return outs
-    retry_unbegun(outs, inv, runner, [t for t in slow if not outs[t].began])
     slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT and t in reference_tests]
     if not slow or reference is None:
         return outs
@@ -62,13 +72,16 @@ def calibrate(outs, inv, runner, reference, reference_tests):
 
 
 def retry_unbegun(outs, inv, runner, tests):
-    """Rule 1: the tests that timed out before they began, run once more."""
+    """Rule 1: the tests that timed out or were not run before they began,
+    run once more. Returns whether that run met its process or memory limit."""
     if not tests:
-        return
+        return False
     again = moved_to(inv, inv.run_dir.parent / f"{inv.run_dir.name}-again", tests=tests)
-    second, _ = runner.run(again, {})
+    second, result = runner.run(again, {})
     for t in tests:
         first = outs[t]
         outs[t] = second[t]
-        outs[t].details.insert(0, f"the first run timed out after {first.seconds:.1f} s before the test began "
+        why = (f"timed out after {first.seconds:.1f} s" if first.verdict == Verdict.TIMEOUT else "stopped")
+        outs[t].details.insert(0, f"the first run {why} before the test began "
                                   "(the machine did not start it): this is the second run")
+    return bool(result is not None and (result.refused or result.oom_kills))

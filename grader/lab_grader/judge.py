@@ -4,6 +4,8 @@ a test that "passed" without writing END with this grading's nonce left
 early; a TODO record means "not started"; a HANG record carries every
 thread's backtrace.
 """
+import re
+
 from . import records
 from .invoke import fork_limit_note, oom_note
 from .outcomes import Outcome, Verdict
@@ -11,6 +13,12 @@ from .outcomes import Outcome, Verdict
 WHY_SIGNAL = {
     "XFSZ": "the test wrote more than 32 MB (to its output or a file): an endless print loop?",
 }
+
+
+def _hang_limit(text):
+    """The limit in a HANG record ("... after 4.5 s of its 5.0 s limit")."""
+    m = re.search(r"of its ([\d.]+) s limit", text)
+    return float(m.group(1)) if m else None
 
 
 def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
@@ -24,9 +32,16 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
         o.verdict, o.message = Verdict.NOT_STARTED, f"not started: {records.short_path(run.todo)}"
         return o
     if test not in report:
-        if run and run.crash:  # the test's own record outlived the runner's report
-            report = dict(report)
+        # the runner's report lost the test (the runner was stopped at its
+        # backstop, or crashed): the test's own records decide what they can
+        report = dict(report)
+        limit = _hang_limit(run.hang) if run and run.hang else None
+        if run and run.crash:
             report[test] = ("ERRORED", "crash", "", 0.0)
+        elif run and run.ended and run.nonce == nonce:
+            report[test] = ("PASSED", "", "", 0.0)   # END with the nonce: its body ran to the end
+        elif limit is not None:
+            report[test] = ("ERRORED", "timeout", "", limit)   # the watchdog's record: every thread's backtrace
         else:
             o.message = "the test did not run (the runner stopped before it, or crashed itself)"
             return o

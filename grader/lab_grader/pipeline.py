@@ -181,7 +181,8 @@ class Pipeline:
         b = self.builds[sp.stage.name].result()
         inv = self.runner.invocation(lane, b.binaries[lane.variant], tests, run_dir)
         outs, result = self.runner.run(inv, sp.hang_hints, lane.exclusive)
-        calibrate.calibrate(outs, inv, self.runner, b.reference.get(lane.variant), set(sp.public))
+        calibrate.calibrate(outs, inv, self.runner, b.reference.get(lane.variant), set(sp.public),
+                            limits_hit=bool(result.refused or result.oom_kills))
         return lanes.check(lane, outs, result, run_dir)
 
     def plain(self, sp, tests=None):
