@@ -15,7 +15,7 @@
 #   make labs                        regenerate labs/ from solutions/
 #   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
-#   make autograder                  a Gradescope autograder zip, build/autograder.zip
+#   make autograder [STAGE=n] [HIDDEN=dir]  a Gradescope autograder zip for one assignment (build/autograder*.zip)
 #   make trace STAGE=3 [EXAMPLE=three_tasks] [RENDER=trace.png]
 #                                    build a stage's example with tracing on (TARGET=labs by default:
 #                                    your runtime) and write trace.json for ui.perfetto.dev (docs/tracing.md)
@@ -102,7 +102,7 @@ handout: deps labs-check
 	@$(PY) grader/course/handout.py
 
 autograder: deps labs-check
-	@$(PY) grader/course/autograder.py
+	@$(PY) grader/course/autograder.py --stage="$(STAGE)" $(if $(HIDDEN),--hidden="$(HIDDEN)")
 
 deps:
 	@sh grader/deps.sh grade

@@ -25,6 +25,9 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "grader"))
+
+from lab_grader import rubric  # noqa: E402
 
 SETUP = """#!/bin/sh
 # Gradescope runs this once, as root, when the autograder image is built.
@@ -45,6 +48,9 @@ TREE="$SRC/submission-tree"
 mkdir -p "$AG/results"
 rm -rf "$TREE"
 cd "$SRC" || exit 1
+# the assignment's stages and hidden tests, as make autograder baked them
+STAGE=""; HIDDEN=""
+[ -f "$SRC/autograder.env" ] && . "$SRC/autograder.env"
 # the work wherever it is: labs/ at the top or one folder down (a repository
 # downloaded as a zip), stage folders, loose files, a zip
 if ! python3 grader/course/find_work.py "$AG/submission" "$TREE" > "$AG/results/found.txt" 2>&1; then
@@ -53,7 +59,8 @@ if ! python3 grader/course/find_work.py "$AG/submission" "$TREE" > "$AG/results/
     cat "$AG/results/found.txt"
     exit 0
 fi
-make -s grade TARGET="$TREE" RESULTS="$AG/results/results.json" > "$AG/results/grade.txt" 2>&1
+make -s grade TARGET="$TREE" STAGE="$STAGE" ${HIDDEN:+HIDDEN="$SRC/$HIDDEN"} RESULTS="$AG/results/results.json" \
+    > "$AG/results/grade.txt" 2>&1
 status=$?
 if [ ! -s "$AG/results/results.json" ]; then
     (cd grader && python3 -m lab_grader.results_json fallback "$AG/results/results.json" \
@@ -65,10 +72,38 @@ exit 0
 """
 
 
+def points_table(stages, hidden):
+    """What the instructor sets as the assignment's total in Gradescope."""
+    auto = sum(i.points for s in stages for i in s.items if i.lane != "quiz" and not i.hidden)
+    quiz = sum(i.points for s in stages for i in s.items if i.lane == "quiz")
+    hid = sum(i.points for s in stages for i in s.items if i.hidden)
+    lines = [f"stages: {', '.join(s.name for s in stages)}",
+             f"  automatic points (results.json):           {auto:g}"]
+    if hid:
+        lines.append(f"  hidden tests (shown once grades are out): {hid:g}")
+    if quiz:
+        lines.append(f"  quiz (the key is not in the zip: yours):  {quiz:g}")
+    lines.append(f"set the assignment's total to {auto + hid:g} for the autograder" +
+                 (f", plus {quiz:g} marked by hand" if quiz else ""))
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "autograder.zip")
+    ap.add_argument("--out", type=pathlib.Path, default=None,
+                    help="default build/autograder.zip (build/autograder-stage-N.zip with --stage)")
+    ap.add_argument("--stage", default="", help="the assignment's stages (1, 01-signal, 1,2); default all")
+    ap.add_argument("--hidden", default="", help="the instructor's hidden items and tests (dir/rubric, dir/tests)")
     args = ap.parse_args()
+    try:
+        if args.hidden and not pathlib.Path(args.hidden).is_dir():
+            raise rubric.RubricError(f"HIDDEN={args.hidden}: no such directory")
+        stages = rubric.select(rubric.load_all(ROOT / "grader" / "rubric", args.hidden or None), args.stage)
+    except rubric.RubricError as e:
+        print(f"autograder.py: {e}", file=sys.stderr)
+        return 2
+    out = args.out or ROOT / "build" / (f"autograder-stage-{args.stage.replace(',', '-')}.zip" if args.stage
+                                        else "autograder.zip")
     with tempfile.TemporaryDirectory() as tmp:
         tree = pathlib.Path(tmp) / "source"
         proc = subprocess.run([sys.executable, str(ROOT / "grader" / "course" / "handout.py"), "--out", str(tree)],
@@ -80,11 +115,19 @@ def main():
             p = tree / name
             p.write_text(text)
             p.chmod(0o755)
-        out = args.out.resolve()
+        env = [f"STAGE={','.join(s.name for s in stages) if args.stage else ''}"]
+        if args.hidden:
+            for part in ("rubric", "tests"):
+                if (pathlib.Path(args.hidden) / part).is_dir():
+                    shutil.copytree(pathlib.Path(args.hidden) / part, tree / "hidden" / part)
+            env.append("HIDDEN=hidden")
+        (tree / "autograder.env").write_text("\n".join(env) + "\n")
+        out = out.resolve()
         out.parent.mkdir(parents=True, exist_ok=True)
         base = str(out)[:-4] if str(out).endswith(".zip") else str(out)
         shutil.make_archive(base, "zip", tree)
     print(f"wrote {out}")
+    print(points_table(stages, args.hidden))
     return 0
 
 

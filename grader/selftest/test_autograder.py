@@ -3,12 +3,13 @@ layout: a submission with stage 01 done scores stage 01's points, in
 results.json, from the handout alone."""
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
 import zipfile
 
-from conftest import GRADER, ROOT, stages
+from conftest import GRADER, ROOT, grade, mutants, stages
 
 
 def test_autograder_zip(tmp_path):
@@ -38,3 +39,77 @@ def test_autograder_zip(tmp_path):
     assert got == s1.max_points, proc.stdout[-3000:]
     assert all(t["status"] == "failed" for t in results["tests"] if not t["number"].startswith("01-signal/"))
     assert results["score"] == s1.max_points
+
+
+def _make_zip(src_dir, zip_path, top=""):
+    with zipfile.ZipFile(zip_path, "w") as z:
+        for p in sorted(src_dir.rglob("*")):
+            if p.is_file():
+                z.write(p, str(pathlib.PurePosixPath(top) / p.relative_to(src_dir)))
+
+
+def test_one_assignment_per_stage_and_every_upload_shape(tmp_path):
+    """A stage-01 assignment (make autograder STAGE=1 HIDDEN=...) graded on
+    Gradescope's layout for the four shapes students upload: the labs/ tree,
+    the two files dragged in, the repository downloaded as a zip (one folder
+    down), a zip of loose files. Each gets the score `make grade` gives the
+    same code, and every results.json holds to Gradescope's schema."""
+    sys.path.insert(0, str(GRADER))
+    from lab_grader import results_json
+    hidden = tmp_path / "hidden"
+    (hidden / "rubric").mkdir(parents=True)
+    (hidden / "rubric" / "01-signal.toml").write_text(
+        '[[item]]\nid = "hidden-drop"\npoints = 1\nlane = "plain"\ntests = ["signal_drop/*"]\n'
+        'clause = "a hidden copy of the drop item"\nsection = "#pending-means-a-registered-waker"\n')
+    z = tmp_path / "ag.zip"
+    proc = subprocess.run([sys.executable, str(GRADER / "course" / "autograder.py"), "--out", str(z), "--stage", "1",
+                           "--hidden", str(hidden)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "set the assignment's total to" in proc.stdout, proc.stdout
+    # the partly done stage: a copy of the reference with one bug
+    m = next(m for m in mutants() if m.stage == "01-signal" and m.name == "stale-first-waker")
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "solutions", work)
+    subprocess.run(["patch", "-s", "-p1", "-i", str(m.path)], cwd=work, check=True)
+    expected = grade(tmp_path, work, stage="1", extra=[f"HIDDEN={hidden}"])
+    assert 0 < expected.score < sum(t["max_score"] for t in expected.results["tests"])
+    files = work / "01-signal"
+    shapes = {}
+    shapes["labs"] = lambda sub: shutil.copytree(work, sub / "labs")
+    shapes["loose"] = lambda sub: [shutil.copyfile(files / f, sub / f) for f in ("signal.c", "signal.h")]
+    shapes["repo-zip"] = lambda sub: _make_zip(work, sub / "async-lab-main.zip", top="async-lab-main/labs")
+    shapes["loose-zip"] = lambda sub: _make_zip(files, sub / "work.zip")
+    for name, make in shapes.items():
+        ag = tmp_path / f"ag-{name}"
+        with zipfile.ZipFile(z) as f:
+            f.extractall(ag / "source")
+        for n in ("run_autograder", "setup.sh"):
+            (ag / "source" / n).chmod(0o755)
+        (ag / "submission").mkdir(parents=True)
+        make(ag / "submission")
+        run = subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
+                             env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=900)
+        assert run.returncode == 0, run.stdout[-3000:]
+        data = json.loads((ag / "results" / "results.json").read_text())
+        assert results_json.validate(data) == [], (name, results_json.validate(data))
+        assert {t["number"].split("/")[0] for t in data["tests"]} == {"01-signal"}, (name, run.stdout[-2000:])
+        assert data["score"] == expected.score, (name, data["score"], expected.score, run.stdout[-3000:])
+        assert any(t["number"] == "01-signal/hidden-drop" and t["visibility"] == "after_published"
+                   for t in data["tests"]), name
+
+
+def test_an_upload_with_no_work_says_what_was_expected(tmp_path):
+    ag = tmp_path / "ag"
+    z = tmp_path / "ag.zip"
+    proc = subprocess.run([sys.executable, str(GRADER / "course" / "autograder.py"), "--out", str(z), "--stage", "1"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(z) as f:
+        f.extractall(ag / "source")
+    (ag / "submission").mkdir(parents=True)
+    (ag / "submission" / "README.md").write_text("hello\n")
+    subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
+                   env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=300)
+    data = json.loads((ag / "results" / "results.json").read_text())
+    assert data["score"] == 0 and len(data["tests"]) == 1, data
+    assert "signal.c" in data["tests"][0]["output"] and "README.md" in data["tests"][0]["output"], data
