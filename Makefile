@@ -5,6 +5,7 @@
 #   make grade TARGET=solutions      any tree shaped like labs/
 #   make grade RESULTS=results.json  also write Gradescope's results.json
 #   make grade HIDDEN=dir            add an instructor's hidden items (dir/rubric, dir/tests)
+#   make grade RESULTS=r.json UNJUDGED=omit   an item not judged counts 0 of 0 in results.json (default: 0 of its points)
 #   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
@@ -37,6 +38,7 @@ SUBMISSIONS ?=
 GRADEBOOK ?=
 GDB ?=
 HIDDEN ?=
+UNJUDGED ?=
 EXAMPLE ?=
 OUT ?= trace.json
 RENDER ?=
@@ -55,7 +57,8 @@ PY_MPL = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/n
 GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="$(TEST)" \
 	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
-	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)")
+	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)") \
+	$(if $(UNJUDGED),--unjudged="$(UNJUDGED)")
 
 .PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check quotes quotes-check handout autograder deps deps-test bench trace clean
 

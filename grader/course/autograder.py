@@ -59,6 +59,8 @@ if ! python3 grader/course/find_work.py "$AG/submission" "$TREE" > "$AG/results/
     cat "$AG/results/found.txt"
     exit 0
 fi
+# the rerun lines a student reads name their own labs/, not this folder
+export LAB_RERUN_TARGET=""
 make -s grade TARGET="$TREE" STAGE="$STAGE" ${HIDDEN:+HIDDEN="$SRC/$HIDDEN"} RESULTS="$AG/results/results.json" \
     > "$AG/results/grade.txt" 2>&1
 status=$?

@@ -95,28 +95,36 @@ def main():
     failures = {}
     with open(out, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["student", *[s.name for s in stages], "total", "max", "not judged"])
-        full = sum(s.max_points for s in stages)
+        items = [i for s in stages for i in s.items]
+        w.writerow(["student", *[s.name for s in stages], "total", "max", "not judged", *[i.key for i in items]])
+        w.writerow(["points possible", *[f"{s.max_points:g}" for s in stages], f"{sum(s.max_points for s in stages):g}",
+                    "", "", *[f"{i.points:g}" for i in items]])
         rerun = []
         for s_dir in students:
             data = results.get(s_dir.name)
             if data is None:
-                w.writerow([s_dir.name, *["error"] * len(stages), "error", "", ""])
+                w.writerow([s_dir.name, *["error"] * len(stages), "error", "", "", *[""] * len(items)])
                 rerun.append((s_dir.name, reasons.get(s_dir.name) or "the grader gave no results"))
                 continue
             per_stage = {s.name: 0 for s in stages}
-            total_max = 0
+            total_max = unjudged = 0
             for t in data["tests"]:
                 st = t["number"].split("/")[0]
                 per_stage[st] = per_stage.get(st, 0) + t["score"]
+                if not t.get("extra_data", {}).get("judged", True):
+                    # not judged (a machine too loaded: "too slow to judge";
+                    # performance items on one CPU; a quiz left to you)
+                    unjudged += t["max_score"]
+                    continue
                 total_max += t["max_score"]
                 if t["status"] != "passed":
                     failures[t["number"]] = failures.get(t["number"], 0) + 1
-            # items left unjudged (a machine too loaded: "too slow to judge";
-            # performance items on one CPU) are missing from the results
-            unjudged = max(0, full - total_max) if not args.hidden else 0
+            per_item = {t["number"]: t for t in data["tests"]}
+            cells = [("" if i.key not in per_item else "not judged"
+                      if not per_item[i.key].get("extra_data", {}).get("judged", True)
+                      else f"{per_item[i.key]['score']:g}") for i in items]
             w.writerow([s_dir.name, *[f"{per_stage[s.name]:g}" for s in stages], f"{data['score']:g}",
-                        f"{total_max:g}", f"{unjudged:g}"])
+                        f"{total_max:g}", f"{unjudged:g}", *cells])
             if unjudged:
                 rerun.append((s_dir.name, f"{unjudged:g} points not judged (see reports/{s_dir.name}.txt)"))
     print(f"\nwrote {out} ({len(students)} students, {time.monotonic() - start:.1f} s); reports in {reports}")

@@ -37,6 +37,8 @@ def pytest_addoption(parser):
     g.addoption("--timings", action="store_true", help="print the time each lane took")
     g.addoption("--quick", action="store_true", help="make check: skip Valgrind, TSan and perf; race items once")
     g.addoption("--hidden", default="", help="the instructor's hidden rubric items and tests (HIDDEN=dir)")
+    g.addoption("--unjudged", default="zero", choices=("zero", "omit"),
+                help="how results.json counts an item not judged: 0 of its points (zero), or 0 of 0 (omit)")
     g.addoption("--reference", default="", help="the tree a timed-out test is rerun on (default solutions/; "
                 "for the grader's own self-tests)")
 
@@ -161,7 +163,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line(f"  {stage:<20} {lane:<9} {secs:6.1f} s")
     path = config.getoption("--results")
     if path:
-        report.write_json(path, report.gradescope(grading, results, time.monotonic() - _state["start"]))
+        report.write_json(path, report.gradescope(grading, results, time.monotonic() - _state["start"],
+                                                 config.getoption("--unjudged")))
         tr.write_line(f"wrote {path}")
 
 

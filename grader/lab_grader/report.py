@@ -41,6 +41,11 @@ def rerun_command(grading, item, outcome):
         parts.append(f"ITEMS={item.id}")
     if outcome is not None and outcome.seed:
         parts.append(f"SEED={outcome.seed}")
+    shown = os.environ.get("LAB_RERUN_TARGET")   # run_autograder: the student's own tree is labs/
+    if shown is not None:
+        if shown:
+            parts.append(f"TARGET={shown}")
+        return " ".join(parts)
     target = grading.target
     default = (grading.root / "labs").resolve()
     if target != default:
@@ -140,29 +145,63 @@ def text_report(grading, results):
     return "\n".join(lines)
 
 
-def gradescope(grading, results, seconds):
+def _advice(r):
+    """What a student should do about an item that was not judged."""
+    if r.item.lane == "quiz":
+        return "your instructor marks this item (the answer key is not in the grader you were given)"
+    if "make check" in r.summary:
+        return "run make grade for this lane"
+    return ("nothing here says your code is wrong: the machine could not judge this item just now; "
+            "ask for a regrade (or resubmit)")
+
+
+def gradescope(grading, results, seconds, unjudged="zero"):
+    """results.json in Gradescope's format: every item, always. An item not
+    judged is there with why and what to do; unjudged="zero" counts it as 0
+    of its points (until regraded), "omit" as 0 of 0."""
     tests = []
     for r in results:
-        if r.status == Status.NOT_JUDGED:
-            continue
-        output = r.item.clause if r.status == Status.PASSED else "\n".join(failure_block(grading, r))
-        tests.append({
+        entry = {
             "name": f"{r.item.key}: {r.item.clause}",
             "number": r.item.key,
             "score": r.points,
             "max_score": r.item.points,
             "status": "passed" if r.status == Status.PASSED else "failed",
-            "output": output,
+            "output": r.item.clause if r.status == Status.PASSED else "\n".join(failure_block(grading, r)),
+            "output_format": "text",
             # hidden tests: students see them once the instructor publishes the grades
             "visibility": "after_published" if r.item.hidden else "visible",
-        })
+        }
+        if r.status == Status.NOT_JUDGED:
+            entry["output"] = f"Not judged: {clean(r.summary)}\nWhat to do: {_advice(r)}"
+            entry["extra_data"] = {"judged": False}
+            if unjudged == "omit":
+                entry["max_score"] = 0
+        tests.append(entry)
     if grading.untrusted:
-        return {"score": 0, "execution_time": round(seconds, 1), "output": UNTRUSTED, "visibility": "visible",
-                "stdout_visibility": "hidden", "tests": []}
+        return {"score": 0, "execution_time": round(seconds, 1), "output": UNTRUSTED, "output_format": "text",
+                "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
+    head = [f"{sum(1 for r in results if r.status == Status.PASSED)} of {len(results)} items passed"]
+    not_judged = [r for r in results if r.status == Status.NOT_JUDGED]
+    if not_judged:
+        head.append(f"{len(not_judged)} item(s) not judged: each says why and what to do")
+    for name in dict.fromkeys(r.item.stage for r in results):
+        b = grading.builds.get(name)
+        if b is None:
+            continue
+        for note in b.notes + b.remarks:
+            head.append(f"{name}: note: {clean(note)}")
+        for w in b.warnings:
+            head.append(f"{name}: your code compiled with warnings:")
+            head += ["  " + line for line in clean(w).splitlines()[:12]]
+        if not b.ok and b.error and b.error.log:
+            head.append(f"{name}: the compiler said:")
+            head += ["  " + line for line in clean(b.error.log).strip().splitlines()[:25]]
     return {
         "score": sum(r.points for r in results),
         "execution_time": round(seconds, 1),
-        "output": f"{sum(1 for r in results if r.status == 'passed')} of {len(results)} items passed",
+        "output": "\n".join(head),
+        "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,

@@ -35,6 +35,9 @@ def test_grade_class(tmp_path):
     lost = sum(i.points for s in stages() if s.name == "01-signal" for i in s.items if i.id in m.catches)
     assert float(rows["carol"]["01-signal"]) <= full - lost
     assert "most failed items" in proc.stdout
+    assert float(rows["points possible"]["01-signal"]) == full
+    assert float(rows["points possible"]["01-signal/latest-waker"]) > 0     # one column per item
+    assert float(rows["carol"]["01-signal/latest-waker"]) == 0 and float(rows["alice"]["01-signal/latest-waker"]) > 0
     for student in ("dave", "erin"):
         assert float(rows[student]["01-signal"]) == full, proc.stdout[-3000:]
     assert rows["frank"]["total"] == "error"
