@@ -2,27 +2,32 @@
 #
 #   make grade                       grade labs/ (your work), every stage
 #   make grade STAGE=1               one stage (1, 01 or 01-signal; or 1,2)
-#   make grade TARGET=solutions      any tree shaped like labs/
-#   make grade RESULTS=results.json  also write Gradescope's results.json
-#   make grade HIDDEN=dir            add an instructor's hidden items (dir/rubric, dir/tests)
-#   make grade RESULTS=r.json UNJUDGED=omit   an item not judged counts 0 of 0 in results.json (default: 0 of its points)
+#   make grade TARGET=dir            any tree shaped like labs/
+#   make grade RESULTS=results.json  also write Gradescope's results.json (JUNIT=out.xml: pytest's JUnit XML)
 #   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
 #   make debug STAGE=1 TEST=s/name   one test in gdb, in one process (GDB=0: without gdb)
 #   make compile_commands.json       for clangd: every file with the grader's flags
+#   make trace STAGE=3 [EXAMPLE=three_tasks] [RENDER=trace.png]
+#                                    build a stage's example with tracing on (TARGET=labs by default:
+#                                    your runtime) and write trace.json for ui.perfetto.dev (docs/tracing.md)
+#   make clean
+#+instructors (make handout leaves these lines out: they need this repository)
+#
+# For instructors:
+#   make grade TARGET=solutions      the reference: full marks
+#   make grade HIDDEN=dir            add an instructor's hidden items (dir/rubric, dir/tests)
+#   make grade RESULTS=r.json UNJUDGED=omit   an item not judged counts 0 of 0 (default: 0 of its points)
 #   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
-#   make test                        the project's own tests (instructors)
+#   make test                        the project's own tests
 #   make labs                        regenerate labs/ from solutions/
 #   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
 #   make autograder [STAGE=n] [HIDDEN=dir]  a Gradescope autograder zip for one assignment (build/autograder*.zip)
-#   make trace STAGE=3 [EXAMPLE=three_tasks] [RENDER=trace.png]
-#                                    build a stage's example with tracing on (TARGET=labs by default:
-#                                    your runtime) and write trace.json for ui.perfetto.dev (docs/tracing.md)
-#   make bench                       benchmarks: executor (reference vs Tokio vs naive), timers (wheel vs libuv vs Tokio), echo (reference vs libuv vs Tokio) (bench/README.md)
-#   make clean
-.POSIX:
+#   make bench                       benchmarks against Tokio, libuv and others, as ratios (bench/README.md)
+#-instructors
+# GNU make ($(shell), $(if), $(filter) below)
 SHELL = /bin/sh
 
 TARGET ?= labs
@@ -49,6 +54,7 @@ VG_SCALE ?= 0.05
 # when a recipe runs, so after `deps` has installed what was missing.
 PY = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done)
 PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
+NEED_PY = test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 
 # A Python with matplotlib (the distribution's python3-matplotlib) for
 # drawing traces; else the one with pytest (trace.json is still written).
@@ -60,19 +66,15 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)") \
 	$(if $(UNJUDGED),--unjudged="$(UNJUDGED)")
 
-.PHONY: grade check grade-class watch debug compile_commands.json test labs labs-check quotes quotes-check handout autograder deps deps-test bench trace clean
+.PHONY: grade check watch debug compile_commands.json deps trace clean
 
 grade: deps
-	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
+	@$(NEED_PY)
 	@$(PYTEST) grader/grade $(GRADE_ARGS)
 
 check: deps
-	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
+	@$(NEED_PY)
 	@$(PYTEST) grader/grade $(GRADE_ARGS) --quick
-
-grade-class: deps
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n]"; exit 2; }
-	@$(PY) grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)"
 
 watch: deps
 	@test -n "$(STAGE)" || { echo "usage: make watch STAGE=n"; exit 2; }
@@ -85,8 +87,27 @@ debug: deps
 compile_commands.json: deps
 	@$(PY) grader/tools.py compile-commands --target "$(TARGET)"
 
+deps:
+	@sh grader/deps.sh grade
+
+# The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
+trace:
+	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
+	@$(or $(PY_MPL),$(PY),python3) grader/tracing/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
+	    --out "$(OUT)" $(if $(RENDER),--render "$(RENDER)")
+
+clean:
+	rm -rf build examples/06-reactor/build examples/07-work-stealing/build trace.json trace.png compile_commands.json
+
+#+instructors
+.PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench
+
+grade-class: deps
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n]"; exit 2; }
+	@$(PY) grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)"
+
 test: deps-test labs-check quotes-check
-	@test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
+	@$(NEED_PY)
 	@$(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
 
 labs:
@@ -107,22 +128,14 @@ handout: deps labs-check
 autograder: deps labs-check
 	@$(PY) grader/course/autograder.py --stage="$(STAGE)" $(if $(HIDDEN),--hidden="$(HIDDEN)")
 
-deps:
-	@sh grader/deps.sh grade
-
 deps-test:
 	@sh grader/deps.sh test
-
-# The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
-trace:
-	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
-	@$(or $(PY_MPL),$(PY),python3) grader/tracing/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
-	    --out "$(OUT)" $(if $(RENDER),--render "$(RENDER)")
 
 # Never a prerequisite of test: CI runs only `make test`.
 bench:
 	@sh bench/deps.sh
 	@$(MAKE) -C bench run
 
-clean:
-	rm -rf build bench/build bench/tokio/target bench/tokio-time/target bench/tokio-echo/target examples/06-reactor/build
+clean-all: clean
+	$(MAKE) -C bench clean
+#-instructors

@@ -28,6 +28,21 @@ KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "authoring/skeleton.py", "grade", "l
                "tracing", "tools.py", "course/find_work.py", "schemas"]
 
 
+def strip_marked(text, begin, end):
+    """text without the lines from each `begin` line to its `end` line."""
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.strip().startswith(begin):
+            skipping = True
+        elif line.strip().startswith(end):
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    if skipping:
+        raise SystemExit(f"handout: a '{begin}' block is never closed")
+    return "".join(out)
+
+
 def ignore(_dir, names):
     return [n for n in names if n.startswith("ANSWERS") or n == "answers" or n == "__pycache__"]
 
@@ -75,8 +90,12 @@ def main():
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    for f in ("README.md", "Makefile", ".gitignore"):
-        shutil.copyfile(ROOT / f, out / f)
+    shutil.copyfile(ROOT / ".gitignore", out / ".gitignore")
+    # the README and the Makefile offer only what works in the handout: the
+    # parts that need this repository are marked, and left out
+    (out / "README.md").write_text(strip_marked((ROOT / "README.md").read_text(), "<!-- instructors -->",
+                                                "<!-- /instructors -->"))
+    (out / "Makefile").write_text(strip_marked((ROOT / "Makefile").read_text(), "#+instructors", "#-instructors"))
     for d in ("docs", "common", "labs", "examples"):
         shutil.copytree(ROOT / d, out / d, ignore=ignore)
     (out / "grader").mkdir()

@@ -44,3 +44,44 @@ def test_handout(tmp_path):
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2, text[-3000:]
     assert "the reference solution passes this test in" in text, text[-3000:]
+
+
+def test_every_command_of_the_handout_readme_works_there(tmp_path):
+    """The handout's README offers only what works in the handout: every
+    `make ...` line of its code blocks is run there (on the untouched
+    skeleton) and must end with a report or a one-line error of its own,
+    never a Python traceback or make's "No rule to make target"."""
+    import re
+    out = tmp_path / "handout"
+    proc = subprocess.run([sys.executable, str(GRADER / "course" / "handout.py"), "--out", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    readme = (out / "README.md").read_text()
+    assert "make test" not in readme and "TARGET=solutions" not in readme and "make labs" not in readme
+    makefile = (out / "Makefile").read_text()
+    assert "#+instructors" not in makefile and "\ntest:" not in makefile
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+    commands = [line.split("#")[0].strip() for b in blocks for line in b.splitlines()
+                if line.strip().startswith("make ")]
+    assert len(commands) >= 10, commands
+    ran = []
+    for cmd in commands:
+        cmd = cmd.replace("TEST=suite/name", "TEST=signal_poll/pending_registers")
+        cmd = cmd.replace("TARGET=path/to/tree", f"TARGET={out / 'labs'}")
+        if cmd.startswith("make debug"):
+            cmd += " GDB=0"
+        watch = cmd.startswith("make watch")
+        try:
+            p = subprocess.run(cmd.split() + ["-s", "-C", str(out)], capture_output=True, text=True,
+                               timeout=20 if watch else 300, env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+                               stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            assert watch, f"{cmd} did not finish"
+            ran.append(cmd)
+            continue
+        text = p.stdout + p.stderr
+        assert "Traceback" not in text and "No rule to make target" not in text, f"{cmd}:\n{text[-3000:]}"
+        assert p.returncode in (0, 1, 2), f"{cmd} exited {p.returncode}:\n{text[-3000:]}"
+        assert text.strip(), f"{cmd} printed nothing"
+        ran.append(cmd)
+    print("ran in the handout:", *ran, sep="\n  ")
