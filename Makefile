@@ -62,7 +62,7 @@ PY_MPL = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/n
 
 GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="$(TEST)" \
 	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
-	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junitxml="$(JUNIT)") \
+	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junit="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)") \
 	$(if $(UNJUDGED),--unjudged="$(UNJUDGED)")
 

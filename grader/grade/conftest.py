@@ -18,7 +18,7 @@ GRADER = pathlib.Path(__file__).resolve().parent.parent
 ROOT = GRADER.parent
 sys.path.insert(0, str(GRADER))
 
-from lab_grader import pipeline, report, rubric  # noqa: E402
+from lab_grader import junit, pipeline, report, rubric  # noqa: E402
 
 _state = {"grader": None, "grading": None, "results": [], "start": time.monotonic(), "error": None}
 
@@ -37,6 +37,7 @@ def pytest_addoption(parser):
     g.addoption("--timings", action="store_true", help="print the time each lane took")
     g.addoption("--quick", action="store_true", help="make check: skip Valgrind, TSan and perf; race items once")
     g.addoption("--hidden", default="", help="the instructor's hidden rubric items and tests (HIDDEN=dir)")
+    g.addoption("--junit", default="", help="write JUnit XML here: a testcase per item, a suite per stage")
     g.addoption("--unjudged", default="zero", choices=("zero", "omit"),
                 help="how results.json counts an item not judged: 0 of its points (zero), or 0 of 0 (omit)")
     g.addoption("--reference", default="", help="the tree a timed-out test is rerun on (default solutions/; "
@@ -165,6 +166,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if path:
         report.write_json(path, report.gradescope(grading, results, time.monotonic() - _state["start"],
                                                  config.getoption("--unjudged")))
+        tr.write_line(f"wrote {path}")
+    path = config.getoption("--junit")
+    if path:
+        junit.write(path, report.junit_cases(grading, results))
         tr.write_line(f"wrote {path}")
 
 

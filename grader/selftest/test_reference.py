@@ -2,6 +2,7 @@
 untouched skeletons get zero, every failure saying "not started", quickly;
 a later stage is graded with the reference of an earlier one that fails."""
 import shutil
+import subprocess
 
 from conftest import ROOT, grade, stages
 
@@ -31,7 +32,16 @@ def test_solutions_full_marks(tmp_path):
 
 
 def test_skeleton_scores_zero_and_says_not_started(tmp_path):
-    g = grade(tmp_path, ROOT / "labs")
+    junit = tmp_path / "junit.xml"
+    g = grade(tmp_path, ROOT / "labs", extra=[f"JUNIT={junit}"])
+    # JUNIT=: a testcase per item, a suite per stage, valid for CI tools
+    proc = subprocess.run(["xmllint", "--noout", "--schema", str(ROOT / "grader" / "schemas" / "JUnit.xsd"),
+                           str(junit)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import xml.etree.ElementTree as ET
+    suites = ET.parse(junit).getroot().findall("testsuite")
+    assert {s.get("name") for s in suites} == {s.name for s in stages()}
+    assert sum(len(s.findall("testcase")) for s in suites) == sum(len(s.items) for s in stages())
     assert g.returncode == 2, g.output[-3000:]   # make's status for a failed recipe
     assert g.score == 0, f"the untouched skeleton scored {g.score}\n{g.output[-3000:]}"
     not_started = [t for t in g.results["tests"] if "not started" in t["output"]]
