@@ -19,12 +19,11 @@ import concurrent.futures
 import dataclasses
 import fcntl
 import json
-import os
 import pathlib
 import secrets
 import threading
 
-from . import assemble, build, calibrate, integrity, lanes, plan, verdict
+from . import assemble, build, calibrate, integrity, lanes, machine, plan, verdict
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
 
 QUICK_SKIPS = ("valgrind", "tsan", "perf")
@@ -268,7 +267,7 @@ class Pipeline:
             done, bad = self.race(sp, item)
             return verdict.from_race(item, done, 1 if self.plan.quick else item.runs, bad)
         if item.lane == "perf":
-            if (os.cpu_count() or 1) < 2:
+            if machine.cpus() < 2:
                 return verdict.one_cpu(item)
             outs = self.perf(sp)
         elif item.lane == "plain":

@@ -45,8 +45,8 @@ def left_to_make_grade(item):
 
 
 def one_cpu(item):
-    return ItemResult(item, Status.NOT_JUDGED, 0, "cannot judge on this machine: one CPU (a performance "
-                      "check needs the test and its helpers on separate cores)")
+    return ItemResult(item, Status.NOT_JUDGED, 0, "cannot judge on this machine: one CPU usable (its affinity "
+                      "or cgroup quota; a performance check needs the test and its helpers on separate cores)")
 
 
 def from_quiz(item, key_file, answers_file):

@@ -256,3 +256,17 @@ def test_quotes_catch_a_stale_excerpt(tmp_path):
     src.write_text("/* quote: pair */\nint a;\n")
     problems, _ = quotes.run(tmp_path, write=False)
     assert problems and "has no 'end quote: pair'" in problems[0]
+
+
+def test_cpus_counts_quota_and_affinity(tmp_path, monkeypatch):
+    """machine.cpus(): Gradescope's half-CPU quota and a pinned process are
+    one CPU, whatever os.cpu_count() says."""
+    from lab_grader import machine
+    monkeypatch.setattr(machine, "quota", lambda: 0.5)
+    assert machine.cpus() == 1
+    monkeypatch.setattr(machine, "quota", lambda: None)
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {0})
+    assert machine.cpus() == 1
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr(machine, "quota", lambda: 2.5)
+    assert machine.cpus() == 2
