@@ -150,20 +150,13 @@ def check_source(path, handout=None):
                               "under test")
     blocks, loose = _hiding_blocks(text)
     given_blocks, given_loose = _hiding_blocks(handout) if handout is not None else ([], [])
-    allowed_blocks = [b for _, b in given_blocks]
-    allowed_loose = [c for _, c in given_loose]
-    for no, block in blocks:
-        if block in allowed_blocks:
-            allowed_blocks.remove(block)
-            continue
-        raise Refused(f"{path.name}:{no}: {HIDING.search(block).group(1)}: code under test must not change with "
-                      "the tool that checks it (only the handout's own blocks may)")
-    for no, code in loose:
-        if code in allowed_loose:
-            allowed_loose.remove(code)
-            continue
-        raise Refused(f"{path.name}:{no}: {HIDING.search(code).group(1)}: code under test must not change with "
-                      "the tool that checks it")
+    for mine, given, why in ((blocks, given_blocks, " (only the handout's own blocks may)"), (loose, given_loose, "")):
+        allowed = [b for _, b in given]
+        for no, part in mine:
+            if part not in allowed:
+                raise Refused(f"{path.name}:{no}: {HIDING.search(part).group(1)}: code under test must not change "
+                              f"with the tool that checks it{why}")
+            allowed.remove(part)
 
 
 def check_preprocessed(text, student_files):

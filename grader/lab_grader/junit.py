@@ -19,13 +19,11 @@ XML invalid or the CI page lie.
 """
 import datetime
 import math
-import os
 import pathlib
 import socket
-import tempfile
 import xml.etree.ElementTree as ET
 
-from . import text
+from . import files, text
 
 STATUSES = ("passed", "failed", "not-judged")
 # how much of one item's details a report keeps (the end, where the
@@ -126,14 +124,4 @@ def write(path, cases, suite_name="lab-grader"):
     root = build(cases, suite_name)
     ET.indent(root)
     data = b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return files.write_atomic(path, data)

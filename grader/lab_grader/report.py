@@ -1,10 +1,9 @@
 """What the grader prints, and what it writes for Gradescope."""
 import json
 import os
-import pathlib
 import sys
 
-from . import sandbox, text
+from . import files, sandbox, text
 from .outcomes import Status, Verdict
 
 WIDTH = 78
@@ -221,6 +220,4 @@ def junit_cases(grading, results):
 
 
 def write_json(path, data):
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    files.write_atomic(path, (json.dumps(data, indent=2) + "\n").encode())

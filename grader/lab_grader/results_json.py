@@ -12,12 +12,10 @@ even without it, since it is what runs when something is already wrong.
 """
 import json
 import math
-import os
 import pathlib
 import sys
-import tempfile
 
-from . import text
+from . import files, text
 
 SCHEMA = pathlib.Path(__file__).resolve().parents[1] / "schemas" / "gradescope-results.schema.json"
 _validator = None
@@ -95,18 +93,8 @@ def _cleaned(data):
 
 def _dump(path, data):
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False, allow_nan=False)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    body = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return files.write_atomic(path, body.encode("utf-8"))
 
 
 def write(path, data):

@@ -23,6 +23,16 @@ def test_grade_class(tmp_path):
         shutil.copyfile(ROOT / "solutions" / "01-signal" / f, subs / "erin" / f)
     (subs / "frank").mkdir()
     (subs / "frank" / "notes.txt").write_text("I could not get it to compile\n")
+    # a hostile submission in the same batch: every signal_new starts
+    # threads that never end (a thread bomb: pthread_create is allowed)
+    shutil.copytree(ROOT / "labs", subs / "mallory")
+    src = subs / "mallory" / "01-signal" / "signal.c"
+    text = src.read_text().replace("#include", "#include <pthread.h>\n#include", 1)
+    text = text.replace("               struct signal_future **future)\n{",
+                        "               struct signal_future **future)\n{\n    pthread_t t;\n"
+                        "    while (pthread_create(&t, NULL, spin, NULL) == 0) { }", 1)
+    text = text.replace("int signal_new(", "static void *spin(void *a) { for (;;) { } return a; }\n\nint signal_new(", 1)
+    src.write_text(text)
     out = tmp_path / "book.csv"
     proc = subprocess.run(["make", "-s", "-C", str(ROOT), "grade-class", f"SUBMISSIONS={subs}",
                            f"GRADEBOOK={out}", "STAGE=1"], capture_output=True, text=True, timeout=900)
@@ -38,6 +48,7 @@ def test_grade_class(tmp_path):
     assert float(rows["points possible"]["01-signal"]) == full
     assert float(rows["points possible"]["01-signal/latest-waker"]) > 0     # one column per item
     assert float(rows["carol"]["01-signal/latest-waker"]) == 0 and float(rows["alice"]["01-signal/latest-waker"]) > 0
+    assert float(rows["mallory"]["01-signal"]) == 0
     for student in ("dave", "erin"):
         assert float(rows[student]["01-signal"]) == full, proc.stdout[-3000:]
     assert rows["frank"]["total"] == "error"
