@@ -53,32 +53,31 @@ MEMORY_MAX = 3 << 30    # bytes of memory one run may hold (the lanes say their 
 UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
 COPY_BACK_FILES = 20000  # at most this many files come back from a run's directory
 
-def _memory_root():
-    """A directory where a memory cgroup can be made, or None."""
-    v1 = pathlib.Path("/sys/fs/cgroup/memory")
+def _controller_root(name):
+    """A directory where a cgroup of controller `name` (pids, memory) can be
+    made: cgroup v1's hierarchy of that name, or v2 where it is enabled."""
+    v1 = pathlib.Path("/sys/fs/cgroup") / name
     if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
         return v1
     for v2 in (pathlib.Path("/sys/fs/cgroup"), pathlib.Path("/sys/fs/cgroup/unified")):
         try:
-            if "memory" in (v2 / "cgroup.subtree_control").read_text().split() and os.access(v2, os.W_OK):
+            if name in (v2 / "cgroup.subtree_control").read_text().split() and os.access(v2, os.W_OK):
                 return v2
         except OSError:
             continue
     return None
 
 
-def _pids_root():
-    """A directory where a pids cgroup can be made, or None."""
-    v1 = pathlib.Path("/sys/fs/cgroup/pids")
-    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
-        return v1
-    for v2 in (pathlib.Path("/sys/fs/cgroup"), pathlib.Path("/sys/fs/cgroup/unified")):
-        try:
-            if "pids" in (v2 / "cgroup.subtree_control").read_text().split() and os.access(v2, os.W_OK):
-                return v2
-        except OSError:
-            continue
-    return None
+def _counter(path, key):
+    """The value of `key` in a cgroup file of "key value" lines; 0 if none."""
+    try:
+        for line in pathlib.Path(path).read_text().splitlines():
+            k, _, value = line.partition(" ")
+            if k == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 @dataclasses.dataclass
@@ -132,29 +131,15 @@ class Jail:
                 if fields.get("Uid", "").split()[:1] == [str(self.uid)]:
                     tasks += int(fields.get("Threads", "1").strip() or 1)
             return -1 if tasks >= PIDS_MAX - 8 else 0
-        try:
-            for line in (self.cgroup / "pids.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "max":
-                    return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
+        return _counter(self.cgroup / "pids.events", "max")
 
     def oom_kills(self):
         """How many processes of this run the kernel killed for going over
         the run's memory limit."""
         if self.memcg is None:
             return 0
-        for name in ("memory.events", "memory.oom_control"):
-            try:
-                for line in (self.memcg / name).read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-            except (OSError, ValueError):
-                continue
-        return 0
+        return max(_counter(self.memcg / "memory.events", "oom_kill"),          # v2
+                   _counter(self.memcg / "memory.oom_control", "oom_kill"))     # v1
 
     def _remove_memcg(self):
         for _ in range(100):
@@ -221,7 +206,7 @@ class Sandbox:
     def __init__(self, enabled=True):
         self.root = os.geteuid() == 0
         self.enabled = enabled
-        self.pids_root = (_pids_root() if enabled and self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
+        self.pids_root = (_controller_root("pids") if enabled and self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
                           else None)
         self.netns = "none"
         self.private_dirs = False  # own /tmp and /dev/shm (a mount namespace)
@@ -243,7 +228,7 @@ class Sandbox:
             except OSError as e:
                 self.why_not.append(f"no pids cgroup ({e.strerror})")
                 self.pids_root = self._group = None
-        mem_root = (_memory_root() if self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0" else None)
+        mem_root = (_controller_root("memory") if self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0" else None)
         if mem_root is not None:
             _remove_stale_groups(mem_root)
             self._mem_group = mem_root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
