@@ -69,7 +69,9 @@ def stage_table(grading, stage, results):
         pts = f"{fmt_points(r.points)}/{fmt_points(r.item.points)}"
         text = r.item.clause if r.status == Status.PASSED else clean(r.summary)
         lines.append(f"  {mark} {pts:>6}  {r.item.id:<{idw}}  {text}")
-    b = grading.builds[stage.name]
+    b = grading.builds.get(stage.name)
+    if b is None:
+        return lines
     for note in b.notes + b.remarks:
         lines.append(f"  note: {clean(note)}")
     if b.warnings:
