@@ -5,6 +5,7 @@
 #   make grade TARGET=dir            any tree shaped like labs/
 #   make grade RESULTS=results.json  also write Gradescope's results.json (JUNIT=out.xml: pytest's JUnit XML)
 #   make grade ITEMS=a,b  TEST=suite/name  SEED=n   narrow down, replay a seed
+#   make grade BUDGET=540            stop after 540 s: items left are "not judged" (RESULTS= is written as it goes)
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
 #   make debug STAGE=1 TEST=s/name   one test in gdb, in one process (GDB=0: without gdb)
@@ -44,6 +45,7 @@ GRADEBOOK ?=
 GDB ?=
 HIDDEN ?=
 UNJUDGED ?=
+BUDGET ?=
 EXAMPLE ?=
 OUT ?= trace.json
 RENDER ?=
@@ -64,7 +66,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junit="$(JUNIT)") \
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)") \
-	$(if $(UNJUDGED),--unjudged="$(UNJUDGED)")
+	$(if $(UNJUDGED),--unjudged="$(UNJUDGED)") $(if $(BUDGET),--budget="$(BUDGET)")
 
 .PHONY: grade check watch debug compile_commands.json deps trace clean
 
@@ -126,7 +128,7 @@ handout: deps labs-check
 	@$(PY) grader/course/handout.py
 
 autograder: deps labs-check
-	@$(PY) grader/course/autograder.py --stage="$(STAGE)" $(if $(HIDDEN),--hidden="$(HIDDEN)")
+	@$(PY) grader/course/autograder.py --stage="$(STAGE)" $(if $(HIDDEN),--hidden="$(HIDDEN)") $(if $(BUDGET),--budget="$(BUDGET)")
 
 deps-test:
 	@sh grader/deps.sh test

@@ -37,6 +37,8 @@ def pytest_addoption(parser):
     g.addoption("--timings", action="store_true", help="print the time each lane took")
     g.addoption("--quick", action="store_true", help="make check: skip Valgrind, TSan and perf; race items once")
     g.addoption("--hidden", default="", help="the instructor's hidden rubric items and tests (HIDDEN=dir)")
+    g.addoption("--budget", default="0", help="seconds for the whole grading (0: none); past it, items left are "
+                "not judged, and results.json is written item by item so a kill never leaves nothing")
     g.addoption("--junit", default="", help="write JUnit XML here: a testcase per item, a suite per stage")
     g.addoption("--unjudged", default="zero", choices=("zero", "omit"),
                 help="how results.json counts an item not judged: 0 of its points (zero), or 0 of 0 (omit)")
@@ -54,6 +56,10 @@ def _make(config):
     if not target.is_dir():
         raise rubric.RubricError(f"TARGET={target}: no such directory")
     items = [i for i in config.getoption("--items").split(",") if i]
+    try:
+        float(config.getoption("--budget") or 0)
+    except ValueError:
+        raise rubric.RubricError(f"BUDGET={config.getoption('--budget')}: a number of seconds") from None
     seed = config.getoption("--seed") or None
     if seed is not None and not seed.isdigit():
         raise rubric.RubricError(f"SEED={seed}: a seed is a non-negative integer")
@@ -131,8 +137,32 @@ def grader():
     return _state["grader"]
 
 
-def record_result(result):
+def record_result(result, config):
+    """Keeps an item's result; with --results and a budget, rewrites
+    results.json with every item so far (the rest marked not yet graded),
+    so a grading killed for time still leaves its results."""
     _state["results"].append(result)
+    path = config.getoption("--results")
+    if path and budget(config):
+        g = _state["grader"]
+        done = {r.item.key for r in _state["results"]}
+        from lab_grader import verdict
+        pending = [verdict.out_of_time(i) for i in g.items() if i.key not in done]
+        report.write_json(path, report.gradescope(g.snapshot(), _state["results"] + pending,
+                                                  time.monotonic() - _state["start"], config.getoption("--unjudged")))
+
+
+def budget(config):
+    try:
+        return float(config.getoption("--budget") or 0)
+    except ValueError:
+        return 0.0
+
+
+def time_left(config):
+    """Seconds left of the grading's budget, or None without one."""
+    b = budget(config)
+    return None if not b else _state["start"] + b - time.monotonic()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

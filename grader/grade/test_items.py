@@ -2,15 +2,15 @@
 for the item is "passed"."""
 import pytest
 
-from conftest import record_result
+from conftest import record_result, time_left
 from lab_grader.outcomes import Status
 
 
-def test_item(grader, item):
+def test_item(grader, item, request):
     if item is None:
         pytest.fail("nothing to grade", pytrace=False)
-    result = grader.result(item)
-    record_result(result)
+    result = grader.result(item, timeout=time_left(request.config))
+    record_result(result, request.config)
     if result.status == Status.NOT_JUDGED:
         pytest.skip(result.summary)
     if result.status != Status.PASSED:

@@ -249,8 +249,16 @@ class Pipeline:
     def items(self):
         return self.plan.items()
 
-    def result(self, item):
-        return self.memo.get(("item", item.key), lambda: self._result(item))
+    def result(self, item, timeout=None):
+        """The item's result; with a timeout (seconds), NOT_JUDGED when the
+        lanes it needs are not done by then (the grading's time budget)."""
+        if timeout is None:
+            return self.memo.get(("item", item.key), lambda: self._result(item))
+        fut = spawn(self.memo.get, ("item", item.key), lambda: self._result(item))
+        try:
+            return fut.result(timeout=max(0.0, timeout))
+        except concurrent.futures.TimeoutError:
+            return verdict.out_of_time(item)
 
     def _result(self, item):
         sp = self.plan.of(item.stage)
@@ -277,6 +285,12 @@ class Pipeline:
         return verdict.from_outcomes(item, [outs[t] for t in tests])
 
     # ---- the end ---------------------------------------------------------------------
+
+    def snapshot(self):
+        """The grading so far, for a report written before the end (the
+        builds that are done; no integrity verdict yet)."""
+        builds = {n: f.result() for n, f in self.builds.items() if f.done() and f.exception() is None}
+        return Grading(self.root, self.target, self.plan.stages, builds, [])
 
     def finish(self):
         """The grading as the report sees it, with the integrity check: the

@@ -44,6 +44,11 @@ def left_to_make_grade(item):
                       f"the {item.lane} lane is left to `make grade` (make check is the quick pass)")
 
 
+def out_of_time(item):
+    return ItemResult(item, Status.NOT_JUDGED, 0, "not judged: the grading ran out of its time budget before this "
+                      "item was done (BUDGET=); grade this stage again on its own")
+
+
 def one_cpu(item):
     return ItemResult(item, Status.NOT_JUDGED, 0, "cannot judge on this machine: one CPU usable (its affinity "
                       "or cgroup quota; a performance check needs the test and its helpers on separate cores)")

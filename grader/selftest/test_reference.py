@@ -121,3 +121,20 @@ def test_compile_error_costs_its_stage_only(tmp_path):
     assert f"{src.name}:" in g.output, "the report should quote the compiler's first error"
     assert sum(t["score"] for t in by_stage[later.name]) == later.max_points, g.output[-3000:]
     assert f"graded with the reference {broken}" in g.output, g.output[-3000:]
+
+
+def test_a_time_budget_ends_the_grading_with_every_item_in_results(tmp_path):
+    """BUDGET=: past it the items left are not judged (never failed), the
+    grading ends, and results.json, written item by item, holds every item
+    and holds to Gradescope's schema."""
+    import sys
+    sys.path.insert(0, str(ROOT / "grader"))
+    from lab_grader import results_json
+    g = grade(tmp_path, ROOT / "solutions", stage="3", extra=["BUDGET=4"])
+    assert g.seconds < 60, f"a 4 s budget took {g.seconds:.0f} s"
+    assert results_json.validate(g.results) == []
+    s3 = next(s for s in stages() if s.name == "03-executor")
+    assert {t["number"] for t in g.results["tests"]} == {i.key for i in s3.items}
+    late = [t for t in g.results["tests"] if t.get("extra_data", {}).get("judged") is False]
+    assert late and all("time budget" in t["output"] for t in late), g.output[-2000:]
+    assert all(t["status"] == "passed" for t in g.results["tests"] if t not in late)
