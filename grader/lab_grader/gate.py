@@ -22,6 +22,7 @@ After compiling (the object, with nm and readelf):
 """
 import dataclasses
 import hashlib
+import os
 import pathlib
 import re
 import subprocess
@@ -58,6 +59,10 @@ ASM = re.compile(r"\b(asm|__asm__|__asm)\b")   # .incbin and raw syscalls need o
 FORBIDDEN_INCLUDES = re.compile(r"^(criterion/|lab_test\.h$|harness\.h$|wakers\.h$|measure\.h$|futures\.h$|"
                                 r"virtual_clock\.h$|alloc_count\.h$)")
 MAX_SOURCE = 512 * 1024   # bytes in one student file
+# The grader's own self-tests of the jail (test_sandbox.py) turn the call
+# allowlist off, to show what the sandbox does with code that got past it.
+# Read from the grader's environment, which no submission can set.
+CHECK_CALLS = os.environ.get("LAB_GATE_CALLS", "1") != "0"
 
 
 class Refused(Exception):
@@ -229,7 +234,7 @@ def check_object(obj, source_name, allow):
             raise Refused(f"{source_name} defines `{sym}`, which is not a function of this stage's API: make a "
                           "helper of your own static; the grader's, Criterion's and the allocator's names are theirs")
     for sym in sorted(_nm(obj, "--undefined-only")):
-        if sym in allow.uses or ATOMIC_LIBCALL.match(sym):
+        if sym in allow.uses or ATOMIC_LIBCALL.match(sym) or not CHECK_CALLS:
             continue
         raise Refused(f"{source_name} uses `{sym}`, which this stage's code has no reason to call (the grader "
                       "allows the libc and pthread calls of the lab, and the earlier stages' and common/'s APIs)")

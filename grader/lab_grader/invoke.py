@@ -16,6 +16,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from . import records, sandbox
+from .jail import copy_back
 
 OUTPUT_CAP = 64 * 1024
 
@@ -208,7 +209,7 @@ class Invocation:
             if oom:
                 out.write(f"\n[grader] {oom_note(oom, self.memory)}\n".encode())
         if work != self.run_dir:
-            sandbox.copy_back(work, self.run_dir)
+            copy_back(work, self.run_dir)
         return RunResult(parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"),
                          _tail(output), refused, oom, self.memory)
 

@@ -35,23 +35,19 @@ Every step that runs in the child (between fork and exec) is plain system
 calls (kernel.py), with no allocation-heavy Python in between.
 """
 import atexit
-import dataclasses
 import os
 import pathlib
 import secrets
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 
 from . import kernel
+from .jail import PIDS_MAX, Jail
 
-PIDS_MAX = 512          # tasks (processes and threads) in one run
 MEMORY_MAX = 3 << 30    # bytes of memory one run may hold (the lanes say their own; see invoke.py)
 UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
-COPY_BACK_FILES = 20000  # at most this many files come back from a run's directory
 
 def _controller_root(name):
     """A directory where a cgroup of controller `name` (pids, memory) can be
@@ -66,138 +62,6 @@ def _controller_root(name):
         except OSError:
             continue
     return None
-
-
-def _counter(path, key):
-    """The value of `key` in a cgroup file of "key value" lines; 0 if none."""
-    try:
-        for line in pathlib.Path(path).read_text().splitlines():
-            k, _, value = line.partition(" ")
-            if k == key:
-                return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-@dataclasses.dataclass
-class Jail:
-    """One run's confinement. preexec() runs in the child before exec."""
-    sandbox: "Sandbox"
-    uid: int = -1              # -1: keep the grader's user
-    cgroup: pathlib.Path = None
-    home: pathlib.Path = None  # the private directory (removed by close())
-    memcg: pathlib.Path = None  # the run's memory cgroup, when the machine has one
-
-    def preexec(self):
-        sb = self.sandbox
-        if self.cgroup is not None:
-            kernel.write(self.cgroup / "cgroup.procs", str(os.getpid()))
-        if self.memcg is not None:
-            kernel.write(self.memcg / "cgroup.procs", str(os.getpid()))
-        if sb.netns == "root":
-            kernel.unshare(kernel.CLONE_NEWNET)
-            kernel.loopback_up()
-        elif sb.netns == "user":
-            uid, gid = os.getuid(), os.getgid()
-            kernel.unshare(kernel.CLONE_NEWUSER | kernel.CLONE_NEWNET)
-            kernel.write("/proc/self/setgroups", "deny")
-            kernel.write("/proc/self/uid_map", f"{uid} {uid} 1")
-            kernel.write("/proc/self/gid_map", f"{gid} {gid} 1")
-            kernel.loopback_up()
-        if sb.private_dirs:
-            kernel.private_dirs(self.home)
-        if self.uid >= 0:
-            if self.cgroup is None:
-                import resource
-                resource.setrlimit(resource.RLIMIT_NPROC, (PIDS_MAX, PIDS_MAX))
-            os.setgroups([])
-            os.setgid(self.uid)
-            os.setuid(self.uid)
-
-    def fork_failures(self):
-        """How many forks the process limit refused in this run; -1 when it
-        was reached but the refusals cannot be counted (RLIMIT_NPROC: the run's
-        user holds nearly PIDS_MAX tasks at the end)."""
-        if self.cgroup is None:
-            if self.uid < 0:
-                return 0
-            tasks = 0
-            for status in pathlib.Path("/proc").glob("[0-9]*/status"):
-                try:
-                    fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-                except OSError:
-                    continue
-                if fields.get("Uid", "").split()[:1] == [str(self.uid)]:
-                    tasks += int(fields.get("Threads", "1").strip() or 1)
-            return -1 if tasks >= PIDS_MAX - 8 else 0
-        return _counter(self.cgroup / "pids.events", "max")
-
-    def oom_kills(self):
-        """How many processes of this run the kernel killed for going over
-        the run's memory limit."""
-        if self.memcg is None:
-            return 0
-        return max(_counter(self.memcg / "memory.events", "oom_kill"),          # v2
-                   _counter(self.memcg / "memory.oom_control", "oom_kill"))     # v1
-
-    def _remove_memcg(self):
-        for _ in range(100):
-            try:
-                self.memcg.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                threading.Event().wait(0.01)
-
-    def kill_all(self):
-        """Kills every process left in the run's cgroup, then removes it.
-        Without a cgroup but with a user id of its own, every process of that
-        user: `kill -9 -1` run as that user reaches all of them and nothing
-        else, a fork bomb's children that left the session included."""
-        if self.cgroup is None:
-            if self.uid >= 0:
-                def as_jail_user():
-                    os.setgroups([])
-                    os.setgid(self.uid)
-                    os.setuid(self.uid)
-                for _ in range(5):
-                    subprocess.run(["kill", "-9", "-1"], preexec_fn=as_jail_user,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            return
-        try:
-            kernel.write(self.cgroup / "pids.max", "0")  # no more forks: a fork bomb cannot outrun the kills
-        except OSError:
-            pass
-        for _ in range(250):
-            try:
-                pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
-            except OSError:
-                break
-            if not pids:
-                break
-            for p in pids:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            threading.Event().wait(0.02)
-        for _ in range(100):  # a task that just exited may hold the cgroup for a moment
-            try:
-                self.cgroup.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                threading.Event().wait(0.01)
-
-    def close(self):
-        self.kill_all()
-        if self.memcg is not None:
-            self._remove_memcg()
-        if self.home is not None:
-            shutil.rmtree(self.home, ignore_errors=True)
 
 
 class Sandbox:
@@ -373,20 +237,3 @@ def _probe_child(sb, uid, cgroup, home):
         print(e.strerror or str(e))
         sys.exit(1)
     sys.exit(0)
-
-
-def copy_back(src, dst):
-    """Copies the regular files of a run's directory (never a link, never
-    more than COPY_BACK_FILES of them) into the grader's own run directory."""
-    n = 0
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        rel = pathlib.Path(dirpath).relative_to(src)
-        (dst / rel).mkdir(parents=True, exist_ok=True)
-        for f in filenames:
-            p = pathlib.Path(dirpath) / f
-            if p.is_symlink() or not p.is_file():
-                continue
-            n += 1
-            if n > COPY_BACK_FILES:
-                return
-            shutil.copyfile(p, dst / rel / f, follow_symlinks=False)

@@ -20,6 +20,14 @@ from conftest import ROOT, grade
 
 from lab_grader import sandbox
 
+
+@pytest.fixture(autouse=True)
+def _past_the_gate(monkeypatch):
+    """These attacks call fork, open and connect, which the static gate
+    refuses before anything runs (test_redteam.py); here the gate's call
+    allowlist is off, to test the jail behind it."""
+    monkeypatch.setenv("LAB_GATE_CALLS", "0")
+
 ITEM = "pending-registers"        # one plain test that calls signal_new
 ANCHOR = "    /* BEGIN STUDENT: allocate one shared state"
 
