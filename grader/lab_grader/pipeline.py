@@ -214,9 +214,9 @@ class Pipeline:
         return self.memo.get(("race", item.key), go)
 
     def checked_lane(self, sp, name):
-        """The Valgrind or TSan lane. A test that already timed out in the
-        plain lane is not run again under the tool: it would only time out
-        again, ten times slower (a wheel that never fires its timers cost 15
+        """The Valgrind or TSan lane. A test that already timed out (or hit a
+        TODO) in the plain lane is not run again under the tool: it would only
+        do the same again, ten times slower (a wheel that never fires its timers cost 15
         minutes of Valgrind before this). The plain lane takes seconds."""
         def go():
             tests = sp.lane_tests(name)
@@ -229,6 +229,9 @@ class Pipeline:
                 if o is not None and o.verdict in HUNG_VERDICTS:
                     hung[t] = Outcome(test=t, verdict=o.verdict, seed=o.seed,
                                       message=f"not run under {lanes.TOOL[name]}: {o.message} without it (the plain lane)")
+                elif o is not None and o.verdict == Verdict.NOT_STARTED:
+                    # it stops at the same TODO under the tool, only slower
+                    hung[t] = dataclasses.replace(o, details=list(o.details))
                 else:
                     run_these.append(t)
             if not run_these:
