@@ -16,7 +16,7 @@ request (/proc/PID/task/*/schedstat, before and after the client), and the
 ratio ref/uv of each.
 
 Then the fairness cell (issue 12): one client floods its connection with
-pipelined requests (h2load -c1 -m64), while another opens a connection every
+pipelined requests (h2load -c1 -m1000: a thousand in flight), while another opens a connection every
 50 ms and times one request on it. The delay the flooder causes the other
 client is the figure: p50 and max over the probes.
 
@@ -122,7 +122,7 @@ def probe(port, seconds):
 def fairness(binary, seconds):
     p, port = start(binary)
     try:
-        flood = subprocess.Popen([*pin(1), "h2load", "--h1", "-c1", "-m64", "-D", str(seconds + 1),
+        flood = subprocess.Popen([*pin(1), "h2load", "--h1", "-c1", "-m1000", "-D", str(seconds + 1),
                                   f"http://127.0.0.1:{port}/"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         time.sleep(0.5)
@@ -165,7 +165,7 @@ def main():
         failed = {k: m[2] for k, m in med.items() if m[2]}
         print(line + (f"   FAILURES {failed}" if failed else ""))
     if shutil.which("h2load"):
-        print(f"fairness: a probe request every 50 ms beside a flooding connection (h2load -c1 -m64), "
+        print(f"fairness: a probe request every 50 ms beside a flooding connection (h2load -c1 -m1000), "
               f"{args.flood_seconds:.0f} s")
         for k, b in servers:
             d = fairness(b, args.flood_seconds)
