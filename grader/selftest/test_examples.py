@@ -251,6 +251,17 @@ def test_http_hello_timeouts(b):
             start = time.monotonic()
             assert read_to_end(s) == b""
             assert 0.25 < time.monotonic() - start < 3
+        # The timer is re-armed lazily: requests every 150 ms keep a
+        # connection open past several timeouts (the timer fires for an old
+        # deadline and re-arms); idle after the last, it closes.
+        with srv.connect() as s:
+            for _ in range(6):
+                s.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                assert s.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
+                time.sleep(0.15)
+            start = time.monotonic()
+            assert read_to_end(s) == b""
+            assert time.monotonic() - start < 3
 
 
 def test_http_hello_half_sent_requests_do_not_lock_others_out(b):
