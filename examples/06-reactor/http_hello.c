@@ -8,10 +8,12 @@
  * server to the protocol. What it keeps:
  *
  *  - Parsing is the distribution's http_parser (libhttp-parser-dev, the
- *    parser Node.js used for a decade, itself derived from nginx's): a
- *    streaming state machine that takes the bytes as they come, in any
- *    split, and calls us back per piece. Hand-written HTTP parsing is where
- *    request smuggling comes from; a lab example should not teach it.
+ *    parser Node.js used for a decade, itself derived from nginx's; its
+ *    authors now develop llhttp instead, which Debian 12 does not package,
+ *    while Debian keeps http_parser patched): a streaming state machine
+ *    that takes the bytes as they come, in any split, and calls us back
+ *    per piece. Hand-written HTTP parsing is where request smuggling
+ *    comes from; a lab example should not teach it.
  *  - Keep-alive as HTTP says: HTTP/1.1 keeps the connection unless the
  *    request says "Connection: close"; HTTP/1.0 closes it unless the
  *    request says "Connection: keep-alive" (the parser matches the header
