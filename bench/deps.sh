@@ -27,6 +27,12 @@ ls -d /usr/share/cargo/registry/tokio-1.* >/dev/null 2>&1 || need="$need librust
 # the echo benchmark: taskset pins server and client, strace counts syscalls
 command -v taskset >/dev/null 2>&1 || need="$need util-linux"
 command -v strace >/dev/null 2>&1 || need="$need strace"
+# the HTTP benchmark (make -C bench http): http_parser on both sides, and
+# ab, wrk and h2load as the clients
+[ -e /usr/include/http_parser.h ] || need="$need libhttp-parser-dev"
+command -v ab >/dev/null 2>&1 || need="$need apache2-utils"
+command -v wrk >/dev/null 2>&1 || need="$need wrk"
+command -v h2load >/dev/null 2>&1 || need="$need nghttp2-client"
 [ -z "$need" ] && exit 0
 
 echo "missing:$need" >&2

@@ -3,7 +3,8 @@
 # Installs the missing packages when it can (root, or passwordless sudo);
 # otherwise prints the one apt-get line to run and fails.
 #   deps.sh grade    what `make grade` needs
-#   deps.sh test     what `make test` needs (adds pytest-xdist, matplotlib, jsonschema, xmllint)
+#   deps.sh test     what `make test` needs (adds pytest-xdist, matplotlib, jsonschema, xmllint, and
+#                    http_parser, ab, wrk, h2load for the HTTP example)
 set -u
 need=""
 have_pytest() {
@@ -52,6 +53,13 @@ if [ "${1:-grade}" = test ]; then
     # JUnit XML against grader/schemas/JUnit.xsd (selftest/test_results_json.py, test_junit.py)
     have_jsonschema || need="$need python3-jsonschema"
     command -v xmllint >/dev/null 2>&1 || need="$need libxml2-utils"
+    # examples/06-reactor/http_hello parses with the distribution's
+    # http_parser, and its self-tests drive it with real HTTP clients
+    # (grader/selftest/test_examples.py): ab, wrk and h2load
+    [ -f /usr/include/http_parser.h ] || need="$need libhttp-parser-dev"
+    command -v ab >/dev/null 2>&1 || need="$need apache2-utils"
+    command -v wrk >/dev/null 2>&1 || need="$need wrk"
+    command -v h2load >/dev/null 2>&1 || need="$need nghttp2-client"
 fi
 # the TSan runtime comes with gcc's libtsan; check it links
 if command -v gcc >/dev/null 2>&1; then
