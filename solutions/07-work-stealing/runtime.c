@@ -435,14 +435,15 @@ static const struct scheduler_vtable ws_scheduler_vtable = {
 
 /* Every WS_INJECTOR_INTERVAL ticks: the injector first (fairness), and a
  * look at the driver if nobody is in it (timers fire even when every worker
- * is busy). Every WS_OLDEST_INTERVAL ticks, halfway between two of those:
- * the oldest task of the deque (its thieves' end), so a chain of tasks that
- * each spawn the next cannot keep an older local task waiting for ever.
+ * is busy). As often, on the tick halfway between two of those
+ * (WS_OLDEST_PHASE): the deque's oldest task (its thieves' end), so a chain
+ * of tasks that each spawn the next cannot keep an older local task waiting
+ * for ever.
  * Otherwise the deque's newest, then the injector. */
 static inline struct task *next_task(struct ws_worker *w)
 {
     w->tick++;
-    /* BEGIN STUDENT: every 61st tick the injector comes first; on the tick halfway between, the deque's oldest (a steal from your own deque); else the deque's newest, then the injector (docs/07-work-stealing.md#fairness) */
+    /* BEGIN STUDENT: every 61st tick the injector comes first; on the tick halfway between, the deque's oldest (a steal from your own deque); else the deque's newest, then the injector (docs/07-work-stealing.md#fairness, #the-old-end) */
     struct ws_runtime *rt = w->rt;
     struct task *t;
     unsigned phase = w->tick % WS_INJECTOR_INTERVAL;
