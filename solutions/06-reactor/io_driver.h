@@ -16,8 +16,8 @@
  * same epoll set under the token REACTOR_TOKEN_WAKE. A state word keeps that
  * write off the common path: only an unpark that finds the driver PARKED
  * (inside, or about to enter, epoll_wait) writes the eventfd; any other
- * leaves a token (NOTIFIED) that the next park with a timeout consumes
- * without a syscall.
+ * leaves a token (NOTIFIED) that the next park consumes without a syscall
+ * (a zero-timeout park, contract 4, takes it and still polls epoll).
  *
  * The contract (docs/06-reactor.md#the-io-driver):
  *  1. An unpark from any thread while park waits with no timeout makes it
