@@ -6,7 +6,9 @@
  *   - a ready queue (ready_queue.h) of task references;
  *   - a list of every task it owns, linked through the tasks themselves,
  *     holding one reference each (task.h's "list" reference);
- *   - the loop: pop, run, repeat; with nothing to pop, either everything is
+ *   - the loop: pop, run, repeat, and every EXECUTOR_DRIVER_INTERVAL polls
+ *     give the driver a turn with a zero timeout (timers and I/O are served
+ *     while tasks stay ready); with nothing to pop, either everything is
  *     done, or it is deadlocked, or it parks on the driver until a wake.
  *
  *         spawn ----> [ ready queue ] ----> task_run(t) ----> Ready: complete, release
@@ -157,7 +159,7 @@ static enum executor_status run_loop(struct executor *ex, enum run_mode mode, st
     (void)mode;
     (void)root;
     (void)root_jh;
-    LAB_TODO("pop and run (budget reset before each poll); with nothing ready: done, idle, deadlocked, or park on the driver (docs/03-executor.md#the-run-loop)");
+    LAB_TODO("pop and run (budget reset before each poll); every EXECUTOR_DRIVER_INTERVAL polls, poll the driver with a zero timeout; with nothing ready: done, idle, deadlocked, or park on the driver (docs/03-executor.md#the-run-loop, #the-driver-tick)");
     coop_unlimit();
     current = NULL;
     return st;

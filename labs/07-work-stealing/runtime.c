@@ -363,12 +363,16 @@ static const struct scheduler_vtable ws_scheduler_vtable = {
 
 /* Every WS_INJECTOR_INTERVAL ticks: the injector first (fairness), and a
  * look at the driver if nobody is in it (timers fire even when every worker
- * is busy). Otherwise the deque, then the injector. */
+ * is busy). As often, on the tick halfway between two of those
+ * (WS_OLDEST_PHASE): the deque's oldest task (its thieves' end), so a chain
+ * of tasks that each spawn the next cannot keep an older local task waiting
+ * for ever.
+ * Otherwise the deque's newest, then the injector. */
 static inline struct task *next_task(struct ws_worker *w)
 {
     w->tick++;
     (void)w;
-    LAB_TODO("every 61st tick the injector comes first; else the deque, then the injector (docs/07-work-stealing.md#fairness)");
+    LAB_TODO("every 61st tick the injector comes first; on the tick halfway between, the deque's oldest (a steal from your own deque); else the deque's newest, then the injector (docs/07-work-stealing.md#fairness, #the-old-end)");
 }
 
 /* Steal half of a random victim's deque (then the others in turn), then the

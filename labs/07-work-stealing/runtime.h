@@ -3,7 +3,8 @@
  * N worker threads run stage 03's tasks (task.h, reused unchanged through
  * common/scheduler.h's hooks). Each worker owns:
  *   - a Chase–Lev deque (deque.h): the tasks it spawned or woke, taken
- *     newest first by the worker, stolen oldest first by the others;
+ *     newest first by the worker (and its oldest every 61 ticks, contract
+ *     3), stolen oldest first by the others;
  *   - a LIFO slot: the task the running task just woke runs next, on this
  *     worker, while the data they share is still in its cache; searchers
  *     may take it too, so a long poll does not strand it.
@@ -31,9 +32,18 @@
  *      that sleeps while another is awake parks with a timeout (1 ms,
  *      doubling to 16 ms) and searches again, the slots included.
  *   3. Fairness: every 61 ticks a worker takes from the injector before its
- *      own deque; at most 3 LIFO polls run in a row (then the slot's task
- *      goes to the injector, behind the deque's older work); a task that
- *      yields goes to the injector.
+ *      own deque, and every 61 ticks (halfway between) it takes its deque's
+ *      oldest task instead of the newest; at most 3 LIFO polls run in a row
+ *      (then the slot's task goes to the injector, behind the deque's older
+ *      work); a task that yields goes to the injector. A tick is one turn of
+ *      the worker's loop: one task from a queue, then at most WS_LIFO_CAP
+ *      LIFO polls. The bound: a task in a worker's deque with k older tasks
+ *      beside it leaves that deque (run by its worker, or stolen) within
+ *      61 * (k + 1) of that worker's ticks, whatever newer tasks arrive
+ *      (k < DEQUE_CAPACITY; alone in the deque under a chain of newer ones:
+ *      within 61 ticks). A task that an overflow moves to the injector waits
+ *      there in FIFO order, and each worker takes from the injector at least
+ *      every 61 ticks.
  *   4. Budget: before each poll of a task the worker gives the thread a
  *      budget of COOP_BUDGET_DEFAULT (128) units (common/coop.h); the
  *      runtime's leaf futures (yield, channel, mutex) take one unit each and,
@@ -64,6 +74,10 @@
 
 #define WS_LIFO_CAP 3u            /* LIFO polls in a row */
 #define WS_INJECTOR_INTERVAL 61u  /* ticks between forced injector checks */
+/* The deque's old end (contract 3): taken on every tick whose remainder mod
+ * WS_INJECTOR_INTERVAL is WS_OLDEST_PHASE, so also every 61 ticks, halfway
+ * between two injector checks and never on the same tick as one. */
+#define WS_OLDEST_PHASE 30u
 #define WS_MAX_WORKERS 64u
 
 struct ws_runtime;

@@ -25,6 +25,18 @@
  *     deadline the parked thread sleeps until unparks the inner driver, so
  *     the parked thread recomputes its park timeout.
  *  4. unpark and now are the inner driver's.
+ *  5. Every park fires what is due, a zero-timeout park included (it parks
+ *     the inner driver with a zero timeout, then advances the wheel). The
+ *     lateness bound a task sees, with d a deadline and its tick the next
+ *     1 ms boundary at or after d:
+ *       - executor idle (parked on this driver): woken less than one tick
+ *         after d, plus the OS's wake-up delay;
+ *       - tasks always ready: the executor's driver tick (stage 03,
+ *         executor.h contract 6) fires it at most EXECUTOR_DRIVER_INTERVAL
+ *         task polls, plus the poll running at the tick, after its tick;
+ *         the woken task then runs behind the tasks already ready;
+ *       - a poll that blocks the thread delays every timer by as long as
+ *         it blocks: no bound holds then.
  *
  * Threads: park from one thread (the owner); everything else from any
  * thread. Ownership: time_driver_new borrows `inner` (keep it alive until

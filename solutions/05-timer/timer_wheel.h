@@ -29,7 +29,10 @@
  *     hence at or past its deadline.
  *  2. Late by less than one tick: an advance to `now` fires every timer whose
  *     rounded deadline is <= now; a timer with deadline d therefore fires in
- *     the first advance with now >= d rounded up, i.e. before d + 1 ms.
+ *     the first advance with now >= d rounded up, i.e. before d + 1 ms
+ *     when an advance comes then. When advances come is the driver's and
+ *     the executor's business: time_driver.h contract 5 gives the bound a
+ *     task sees (idle executor: under a tick; busy: the driver tick's).
  *  3. Timers that fire in one advance fire in order of their rounded
  *     deadlines (ties: any order).
  *  4. Insert and cancel are O(1) and never allocate: the entry is intrusive

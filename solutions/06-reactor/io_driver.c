@@ -51,17 +51,30 @@ static bool io_park(void *self, int64_t timeout_ns)
 {
     /* BEGIN STUDENT: a token there: consume it, return true; else PARKED, epoll_wait, EMPTY again (a NOTIFIED found then is the token), dispatch, and drain the eventfd if its token came (docs/06-reactor.md#the-io-driver) */
     struct io_driver *d = self;
-    int expect = NOTIFIED;
-    /* acquire: pairs with unpark's release swap (what the waker did before unpark is visible) */
-    if (atomic_compare_exchange_strong_explicit(&d->state, &expect, EMPTY, memory_order_acquire,
-                                                memory_order_relaxed))
-        return true;
-    expect = EMPTY;
-    /* acq_rel: a failure means an unpark got in first (NOTIFIED): take it */
-    if (!atomic_compare_exchange_strong_explicit(&d->state, &expect, PARKED, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
-        atomic_store_explicit(&d->state, EMPTY, memory_order_relaxed); /* only NOTIFIED can be here */
-        return true;
+    bool token;
+    if (timeout_ns == 0) {
+        /* A zero timeout is a poll of the kernel (the executor's driver
+         * tick, executor.h contract 6): take a token if there is one, and
+         * call epoll_wait all the same, so a stream of unparks cannot keep
+         * ready I/O unread behind busy tasks. No PARKED: a wait of zero
+         * needs no eventfd write to end it; an unpark meanwhile leaves its
+         * token for the next park. The owner alone writes PARKED, so the
+         * state is EMPTY or NOTIFIED here. acquire: pairs with unpark's
+         * release swap. */
+        token = atomic_exchange_explicit(&d->state, EMPTY, memory_order_acquire) == NOTIFIED;
+    } else {
+        int expect = NOTIFIED;
+        /* acquire: pairs with unpark's release swap (what the waker did before unpark is visible) */
+        if (atomic_compare_exchange_strong_explicit(&d->state, &expect, EMPTY, memory_order_acquire,
+                                                    memory_order_relaxed))
+            return true;
+        expect = EMPTY;
+        /* acq_rel: a failure means an unpark got in first (NOTIFIED): take it */
+        if (!atomic_compare_exchange_strong_explicit(&d->state, &expect, PARKED, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
+            atomic_store_explicit(&d->state, EMPTY, memory_order_relaxed); /* only NOTIFIED can be here */
+            return true;
+        }
     }
     struct epoll_event events[IO_EVENTS];
     atomic_fetch_add_explicit(&d->waits, 1, memory_order_relaxed);
@@ -70,8 +83,10 @@ static bool io_park(void *self, int64_t timeout_ns)
         n = 0; /* EINTR: a spurious return */
     /* acq_rel: acquire pairs with an unpark's release swap; back to EMPTY
      * before dispatch, so wakes made by dispatch on this thread cost no
-     * eventfd write */
-    bool token = atomic_exchange_explicit(&d->state, EMPTY, memory_order_acq_rel) == NOTIFIED;
+     * eventfd write. (A zero-timeout poll never left EMPTY or NOTIFIED:
+     * a token that came during it stays for the next park.) */
+    if (timeout_ns != 0)
+        token = atomic_exchange_explicit(&d->state, EMPTY, memory_order_acq_rel) == NOTIFIED;
     if (reactor_dispatch(d->r, events, n)) {
         uint64_t v;
         if (read(d->efd, &v, sizeof v) < 0 && errno != EAGAIN)

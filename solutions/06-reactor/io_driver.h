@@ -16,7 +16,8 @@
  * same epoll set under the token REACTOR_TOKEN_WAKE. A state word keeps that
  * write off the common path: only an unpark that finds the driver PARKED
  * (inside, or about to enter, epoll_wait) writes the eventfd; any other
- * leaves a token (NOTIFIED) that the next park consumes without a syscall.
+ * leaves a token (NOTIFIED) that the next park consumes without a syscall
+ * (a zero-timeout park, contract 4, takes it and still polls epoll).
  *
  * The contract (docs/06-reactor.md#the-io-driver):
  *  1. An unpark from any thread while park waits with no timeout makes it
@@ -25,6 +26,13 @@
  *  2. park(t) returns after t at the latest (plus scheduling delay), having
  *     dispatched every event epoll_wait returned.
  *  3. now() is CLOCK_MONOTONIC.
+ *  4. park(0) is a poll of the kernel: it always calls epoll_wait with a
+ *     zero timeout and dispatches what it returns, a token there or not
+ *     (the token is taken; one that comes during the poll stays for the next
+ *     park). With stage 03's driver tick (executor.h contract 6) a socket
+ *     that becomes ready beside tasks that stay ready wakes its task within
+ *     EXECUTOR_DRIVER_INTERVAL task polls, plus the poll running then, even
+ *     while other threads keep unparking the driver.
  * Threads: park from one thread (the owner); unpark from any.
  * Ownership: io_driver_new borrows the reactor (free the driver first).
  */

@@ -435,20 +435,32 @@ static const struct scheduler_vtable ws_scheduler_vtable = {
 
 /* Every WS_INJECTOR_INTERVAL ticks: the injector first (fairness), and a
  * look at the driver if nobody is in it (timers fire even when every worker
- * is busy). Otherwise the deque, then the injector. */
+ * is busy). As often, on the tick halfway between two of those
+ * (WS_OLDEST_PHASE): the deque's oldest task (its thieves' end), so a chain
+ * of tasks that each spawn the next cannot keep an older local task waiting
+ * for ever.
+ * Otherwise the deque's newest, then the injector. */
 static inline struct task *next_task(struct ws_worker *w)
 {
     w->tick++;
-    /* BEGIN STUDENT: every 61st tick the injector comes first; else the deque, then the injector (docs/07-work-stealing.md#fairness) */
+    /* BEGIN STUDENT: every 61st tick the injector comes first; on the tick halfway between, the deque's oldest (a steal from your own deque); else the deque's newest, then the injector (docs/07-work-stealing.md#fairness, #the-old-end) */
     struct ws_runtime *rt = w->rt;
     struct task *t;
-    if (w->tick % WS_INJECTOR_INTERVAL == 0) {
+    unsigned phase = w->tick % WS_INJECTOR_INTERVAL;
+    if (phase == 0) {
         if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
             driver_park(rt->driver, 0); /* fire what is due; returns at once */
             atomic_store_explicit(&rt->driver_busy, false, memory_order_release);
         }
         if ((t = injector_pop(&rt->injector)))
             return t;
+    } else if (phase == WS_OLDEST_PHASE) {
+        /* A steal from our own top (deque.h contract 5 allows it). ABORT
+         * means a thief took the oldest just now: it left the deque all the
+         * same, which is what the bound counts. */
+        void *old;
+        if (deque_steal(&w->deque, &old) == DEQUE_STOLEN)
+            return old;
     }
     if ((t = deque_take(&w->deque)))
         return t;

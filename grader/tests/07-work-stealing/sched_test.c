@@ -378,6 +378,91 @@ LAB_TEST(fairness, injector_not_starved, 20)
     ws_runtime_free(c.rt);
 }
 
+/* ---- an older local task is not starved ------------------------------------------------------ */
+
+/* One worker, a chain of tasks that each spawn the next onto the worker's
+ * own deque. At link OLDER_AT, the link spawns OLDER tasks first, then the
+ * next link: the older tasks sit under the chain's newest link, and the owner
+ * takes the newest first. Contract 3: a task with k older tasks beside it in
+ * the deque leaves it within 61 * (k + 1) ticks. One tick runs one link here
+ * (no LIFO slot: spawns go to the deque), so the test counts links. */
+#define OLDER_AT 1000u
+#define OLDER 3u
+
+struct older_chain {
+    struct ws_runtime *rt;
+    atomic_uint links;                 /* links run so far */
+    atomic_uint ran;                   /* older tasks that ran */
+    atomic_uint ran_at[OLDER];         /* links when older task i ran (0: not yet) */
+};
+
+struct older_arg {
+    struct older_chain *c;
+    unsigned i;
+};
+static struct older_arg older_args[OLDER];
+
+static enum poll step_older(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct older_arg *a = arg;
+    atomic_store(&a->c->ran_at[a->i], atomic_load(&a->c->links));
+    atomic_fetch_add(&a->c->ran, 1);
+    return POLL_READY;
+}
+
+static enum poll step_older_link(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct older_chain *c = arg;
+    unsigned n = atomic_fetch_add(&c->links, 1) + 1;
+    if (atomic_load(&c->ran) == OLDER || n >= CHAIN_LIMIT)
+        return POLL_READY; /* done, or given up: the older tasks were starved */
+    if (n == OLDER_AT) {
+        for (unsigned i = 0; i < OLDER; i++) {
+            older_args[i] = (struct older_arg){ .c = c, .i = i };
+            join_handle_drop(spawn_step(c->rt, step_older, &older_args[i]));
+        }
+    }
+    join_handle_drop(spawn_step(c->rt, step_older_link, c));
+    return POLL_READY;
+}
+
+static bool older_chain_over(void *arg)
+{
+    struct older_chain *c = arg;
+    return atomic_load(&c->ran) == OLDER || atomic_load(&c->links) >= CHAIN_LIMIT;
+}
+
+LAB_TEST(fairness, local_older_not_starved, 20)
+{
+    struct older_chain c;
+    memset(&c, 0, sizeof c);
+    c.rt = new_runtime(1);
+    join_handle_drop(spawn_step(c.rt, step_older_link, &c));
+    cr_assert(wait_until(older_chain_over, &c, SCALED_MS(10000)), "neither the older tasks ran nor the chain ended");
+    while (ws_test_live_tasks(c.rt) > 0) /* the last link finishes */
+        lab_sleep_ms(1);
+    unsigned ran = atomic_load(&c.ran);
+    cr_assert_eq(ran, OLDER, "%u of %u tasks spawned onto the worker's own deque at link %u ran in %u links of a "
+                 "chain whose every task spawns the next: the owner takes the newest task first, so without "
+                 "a take from the deque's old end (every %u ticks) an older local task waits for as long as "
+                 "newer ones keep coming (runtime.h contract 3)", ran, OLDER, OLDER_AT, CHAIN_LIMIT,
+                 WS_INJECTOR_INTERVAL);
+    for (unsigned i = 0; i < OLDER; i++) {
+        unsigned waited = atomic_load(&c.ran_at[i]) - OLDER_AT;
+        unsigned bound = WS_INJECTOR_INTERVAL * (i + 1) + 2;
+        lab_note("older task %u ran %u links after it was spawned", i, waited);
+        cr_assert_leq(waited, bound, "a task spawned onto the worker's own deque with %u older tasks beside it "
+                      "waited %u links of a chain of newer tasks; contract 3 says it leaves the deque within "
+                      "61 * (k + 1) = %u ticks (one link a tick here, plus 2 of slack)",
+                      i, waited, bound);
+    }
+    ws_runtime_free(c.rt);
+}
+
 /* ---- the budget ---------------------------------------------------------------------------- */
 
 struct hog {
