@@ -1,6 +1,6 @@
-"""make autograder: the Gradescope zip, run against a fake /autograder
-layout: a submission with stage 01 done scores stage 01's points, in
-results.json, from the handout alone."""
+"""make autograder: one assignment's Gradescope zip, run against a fake
+/autograder layout from the handout alone: every shape of upload scores what
+make grade gives the same code, in a results.json that holds to the schema."""
 import json
 import os
 import pathlib
@@ -9,36 +9,39 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import GRADER, ROOT, grade, mutants, stages
+import pytest
+
+from conftest import GRADER, ROOT, grade, mutants
 
 
-def test_autograder_zip(tmp_path):
-    z = tmp_path / "autograder.zip"
-    proc = subprocess.run([sys.executable, str(GRADER / "course" / "autograder.py"), "--out", str(z)],
-                          capture_output=True, text=True)
+@pytest.fixture(scope="module")
+def stage1_zip(tmp_path_factory):
+    """make autograder STAGE=1 HIDDEN=...: one assignment's zip, with a hidden
+    item, built once for the tests below."""
+    tmp = tmp_path_factory.mktemp("ag")
+    hidden = tmp / "hidden"
+    (hidden / "rubric").mkdir(parents=True)
+    (hidden / "rubric" / "01-signal.toml").write_text(
+        '[[item]]\nid = "hidden-drop"\npoints = 1\nlane = "plain"\ntests = ["signal_drop/*"]\n'
+        'clause = "a hidden copy of the drop item"\nsection = "#pending-means-a-registered-waker"\n')
+    z = tmp / "ag.zip"
+    proc = subprocess.run([sys.executable, str(GRADER / "course" / "autograder.py"), "--out", str(z), "--stage", "1",
+                           "--hidden", str(hidden)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    ag = tmp_path / "autograder"
+    assert "set the assignment's total to" in proc.stdout, proc.stdout
     with zipfile.ZipFile(z) as f:
         names = f.namelist()
-        assert "setup.sh" in names and "run_autograder" in names
-        assert not any(n.startswith("solutions/") or "mutants/" in n for n in names)
+    assert "setup.sh" in names and "run_autograder" in names and "autograder.env" in names
+    assert not any(n.startswith("solutions/") or "mutants/" in n for n in names)
+    return z, hidden
+
+
+def _unpack(z, ag):
+    with zipfile.ZipFile(z) as f:
         f.extractall(ag / "source")
-    for name in ("run_autograder", "setup.sh"):
-        (ag / "source" / name).chmod(0o755)
-    # Gradescope's zip loses no modes we rely on: the grader needs none
-    sub = ag / "submission"
-    shutil.copytree(ROOT / "labs", sub / "labs")
-    shutil.rmtree(sub / "labs" / "01-signal")
-    shutil.copytree(ROOT / "solutions" / "01-signal", sub / "labs" / "01-signal")
-    proc = subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
-                          env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    results = json.loads((ag / "results" / "results.json").read_text())
-    s1 = next(s for s in stages() if s.name == "01-signal")
-    got = sum(t["score"] for t in results["tests"] if t["number"].startswith("01-signal/"))
-    assert got == s1.max_points, proc.stdout[-3000:]
-    assert all(t["status"] == "failed" for t in results["tests"] if not t["number"].startswith("01-signal/"))
-    assert results["score"] == s1.max_points
+    for n in ("run_autograder", "setup.sh"):
+        (ag / "source" / n).chmod(0o755)   # Gradescope's zip loses no modes we rely on: the grader needs none
+    (ag / "submission").mkdir(parents=True)
 
 
 def _make_zip(src_dir, zip_path, top=""):
@@ -48,7 +51,7 @@ def _make_zip(src_dir, zip_path, top=""):
                 z.write(p, str(pathlib.PurePosixPath(top) / p.relative_to(src_dir)))
 
 
-def test_one_assignment_per_stage_and_every_upload_shape(tmp_path):
+def test_one_assignment_per_stage_and_every_upload_shape(tmp_path, stage1_zip):
     """A stage-01 assignment (make autograder STAGE=1 HIDDEN=...) graded on
     Gradescope's layout for the four shapes students upload: the labs/ tree,
     the two files dragged in, the repository downloaded as a zip (one folder
@@ -56,16 +59,7 @@ def test_one_assignment_per_stage_and_every_upload_shape(tmp_path):
     same code, and every results.json holds to Gradescope's schema."""
     sys.path.insert(0, str(GRADER))
     from lab_grader import results_json
-    hidden = tmp_path / "hidden"
-    (hidden / "rubric").mkdir(parents=True)
-    (hidden / "rubric" / "01-signal.toml").write_text(
-        '[[item]]\nid = "hidden-drop"\npoints = 1\nlane = "plain"\ntests = ["signal_drop/*"]\n'
-        'clause = "a hidden copy of the drop item"\nsection = "#pending-means-a-registered-waker"\n')
-    z = tmp_path / "ag.zip"
-    proc = subprocess.run([sys.executable, str(GRADER / "course" / "autograder.py"), "--out", str(z), "--stage", "1",
-                           "--hidden", str(hidden)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "set the assignment's total to" in proc.stdout, proc.stdout
+    z, hidden = stage1_zip
     # the partly done stage: a copy of the reference with one bug
     m = next(m for m in mutants() if m.stage == "01-signal" and m.name == "stale-first-waker")
     work = tmp_path / "work"
@@ -81,11 +75,7 @@ def test_one_assignment_per_stage_and_every_upload_shape(tmp_path):
     shapes["loose-zip"] = lambda sub: _make_zip(files, sub / "work.zip")
     for name, make in shapes.items():
         ag = tmp_path / f"ag-{name}"
-        with zipfile.ZipFile(z) as f:
-            f.extractall(ag / "source")
-        for n in ("run_autograder", "setup.sh"):
-            (ag / "source" / n).chmod(0o755)
-        (ag / "submission").mkdir(parents=True)
+        _unpack(z, ag)
         make(ag / "submission")
         run = subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
                              env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=900)
@@ -98,15 +88,9 @@ def test_one_assignment_per_stage_and_every_upload_shape(tmp_path):
                    for t in data["tests"]), name
 
 
-def test_an_upload_with_no_work_says_what_was_expected(tmp_path):
+def test_an_upload_with_no_work_says_what_was_expected(tmp_path, stage1_zip):
     ag = tmp_path / "ag"
-    z = tmp_path / "ag.zip"
-    proc = subprocess.run([sys.executable, str(GRADER / "course" / "autograder.py"), "--out", str(z), "--stage", "1"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    with zipfile.ZipFile(z) as f:
-        f.extractall(ag / "source")
-    (ag / "submission").mkdir(parents=True)
+    _unpack(stage1_zip[0], ag)
     (ag / "submission" / "README.md").write_text("hello\n")
     subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
                    env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=300)

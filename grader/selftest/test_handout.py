@@ -66,8 +66,19 @@ def test_every_command_of_the_handout_readme_works_there(tmp_path):
     commands = [line.split("#")[0].strip() for b in blocks for line in b.splitlines()
                 if line.strip().startswith("make ")]
     assert len(commands) >= 10, commands
-    ran = []
+    # each make target runs for real once (a bare `make grade` as STAGE=1:
+    # the other stages are the same target); every other line is checked by
+    # make's dry run, which refuses a target the Makefile does not have
+    ran, seen = [], set()
     for cmd in commands:
+        target = cmd.split()[1]
+        if target in seen:
+            p = subprocess.run(cmd.split() + ["-n", "-C", str(out)], capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, f"{cmd}: {p.stderr[-2000:]}"
+            continue
+        seen.add(target)
+        if target in ("grade", "check", "trace", "watch") and "STAGE=" not in cmd:
+            cmd += " STAGE=1"
         cmd = cmd.replace("TEST=suite/name", "TEST=signal_poll/pending_registers")
         cmd = cmd.replace("TARGET=path/to/tree", f"TARGET={out / 'labs'}")
         if cmd.startswith("make debug"):
