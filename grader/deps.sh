@@ -39,9 +39,9 @@ have_matplotlib() {
     done
     return 1
 }
-have_jsonschema() {
+have_module() {   # a Python with pytest that also has module $1
     for p in python3 /usr/bin/python3; do
-        if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import pytest, jsonschema' 2>/dev/null; then return 0; fi
+        if command -v "$p" >/dev/null 2>&1 && "$p" -c "import pytest, $1" 2>/dev/null; then return 0; fi
     done
     return 1
 }
@@ -51,7 +51,9 @@ if [ "${1:-grade}" = test ]; then
     have_matplotlib || need="$need python3-matplotlib"
     # results.json is checked against grader/schemas/gradescope-results.schema.json,
     # JUnit XML against grader/schemas/JUnit.xsd (selftest/test_results_json.py, test_junit.py)
-    have_jsonschema || need="$need python3-jsonschema"
+    have_module jsonschema || need="$need python3-jsonschema"
+    # the GitHub Classroom workflow is read back in its self-test
+    have_module yaml || need="$need python3-yaml"
     command -v xmllint >/dev/null 2>&1 || need="$need libxml2-utils"
     # examples/06-reactor/http_hello parses with the distribution's
     # http_parser, and its self-tests drive it with real HTTP clients

@@ -17,6 +17,7 @@ import argparse
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT / "grader"))
 from lab_grader import assemble, build, plan, rubric  # noqa: E402
 
 KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "authoring/skeleton.py", "grade", "lab_grader", "rubric", "tests",
-               "tracing", "tools.py", "course/find_work.py", "schemas"]
+               "tracing", "tools.py", "course/find_work.py", "course/classroom.py", "schemas"]
 
 
 def strip_marked(text, begin, end):
@@ -106,6 +107,9 @@ def main():
         else:
             (out / "grader" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, out / "grader" / name)
+    # GitHub Classroom: the autograding workflow, one step per rubric item
+    subprocess.run([sys.executable, str(ROOT / "grader" / "course" / "classroom.py"),
+                    "--out", str(out / ".github" / "workflows" / "classroom.yml")], check=True)
     reference_objects(out, ROOT / "build" / "grade")
     print(f"wrote {out}")
     return 0
