@@ -73,9 +73,12 @@ def test_one_assignment_per_stage_and_every_upload_shape(tmp_path, stage1_zip):
     shapes["loose"] = lambda sub: [shutil.copyfile(files / f, sub / f) for f in ("signal.c", "signal.h")]
     shapes["repo-zip"] = lambda sub: _make_zip(work, sub / "async-lab-main.zip", top="async-lab-main/labs")
     shapes["loose-zip"] = lambda sub: _make_zip(files, sub / "work.zip")
+    ag = tmp_path / "ag"   # one image for every upload, as on Gradescope (its build cache carries over)
+    _unpack(z, ag)
     for name, make in shapes.items():
-        ag = tmp_path / f"ag-{name}"
-        _unpack(z, ag)
+        for d in ("submission", "results"):
+            shutil.rmtree(ag / d, ignore_errors=True)
+        (ag / "submission").mkdir()
         make(ag / "submission")
         run = subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
                              env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=900)
@@ -130,5 +133,6 @@ def test_github_classroom_workflow_gives_each_item_its_points(tmp_path):
     reporter = steps[-1]
     assert reporter["uses"].startswith("education/autograding-grading-reporter")
     assert reporter["with"]["runners"].split(",") == graders
-    expected = grade(tmp_path, tree, stage="1")
-    assert total == expected.score and 0 < total < possible, (total, expected.score, possible)
+    # the workflow's own grading step is make grade: its results.json's score
+    expected = json.loads((tmp_path / "01-signal.json").read_text())["score"]
+    assert total == expected and 0 < total < possible, (total, expected, possible)

@@ -6,14 +6,22 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from conftest import GRADER, ROOT, apply_mutant, mutants, stages
 
 
-def test_handout(tmp_path):
-    out = tmp_path / "handout"
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory):
+    out = tmp_path_factory.mktemp("h") / "handout"
     proc = subprocess.run([sys.executable, str(GRADER / "course" / "handout.py"), "--out", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_handout(tmp_path, handout):
+    out = handout
     assert not (out / "solutions").exists()
     assert not (out / "grader" / "mutants").exists()
     assert not (out / "grader" / "selftest").exists()
@@ -48,16 +56,13 @@ def test_handout(tmp_path):
     assert "the reference solution passes this test in" in text, text[-3000:]
 
 
-def test_every_command_of_the_handout_readme_works_there(tmp_path):
+def test_every_command_of_the_handout_readme_works_there(handout):
     """The handout's README offers only what works in the handout: every
     `make ...` line of its code blocks is run there (on the untouched
     skeleton) and must end with a report or a one-line error of its own,
     never a Python traceback or make's "No rule to make target"."""
     import re
-    out = tmp_path / "handout"
-    proc = subprocess.run([sys.executable, str(GRADER / "course" / "handout.py"), "--out", str(out)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    out = handout
     readme = (out / "README.md").read_text()
     assert "make test" not in readme and "TARGET=solutions" not in readme and "make labs" not in readme
     makefile = (out / "Makefile").read_text()
