@@ -60,6 +60,8 @@ def from_quiz(item, key_file, answers_file):
     handout: there, quiz items are left to the instructor."""
     if not key_file.exists():
         return ItemResult(item, Status.NOT_JUDGED, 0, "graded by your instructor (the answer key is not in the handout)")
+    if answers_file.is_symlink() or (answers_file.exists() and not answers_file.is_file()):
+        return ItemResult(item, Status.FAILED, 0, f"{answers_file.name} is not a regular file: hand in the file itself")
     try:
         key = quiz.load(key_file)
         answers = quiz.load(answers_file) if answers_file.exists() else {}

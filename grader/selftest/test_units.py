@@ -270,3 +270,16 @@ def test_cpus_counts_quota_and_affinity(tmp_path, monkeypatch):
     monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {0, 1, 2})
     monkeypatch.setattr(machine, "quota", lambda: 2.5)
     assert machine.cpus() == 2
+
+
+def test_a_symlinked_quiz_is_refused(tmp_path):
+    """quiz.toml is read outside the jail: a link (to /etc/shadow, say) is
+    refused, never read or quoted."""
+    from lab_grader import rubric as rb, verdict
+    key = tmp_path / "key.toml"
+    key.write_text('[claim-1]\nclaim = "x"\nchoices = ["a", "b"]\nanswer = "a"\n')
+    link = tmp_path / "quiz.toml"
+    link.symlink_to("/etc/shadow")
+    item = rb.Item(stage="04-deadline-signal", id="q", points=1, lane="quiz", tests=["claim-1"], clause="c", section="#s")
+    r = verdict.from_quiz(item, key, link)
+    assert r.status == "failed" and "not a regular file" in r.summary and "root" not in r.summary
