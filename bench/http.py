@@ -30,7 +30,11 @@ import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from echo import cpu_ns  # noqa: E402 - the server CPU a run took, counted as for the echo rows
 
 HERE = pathlib.Path(__file__).resolve().parent
 BUILD = HERE / "build"
@@ -42,16 +46,6 @@ CELLS = [
     ("wrk -c50 2 s", ["wrk", "-t1", "-c50", "-d2s", "--timeout", "5s"]),
     ("h2load --h1 -c10 -m16 (pipelined)", ["h2load", "--h1", "-n", "200000", "-c", "10", "-m", "16", "-T", "10"]),
 ]
-
-
-def cpu_ns(pid):
-    total = 0
-    for t in pathlib.Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((t / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return total
 
 
 def pin(cpu):

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <uv.h>
 
+#include "../uv_listen.h"
+
 enum { BUF = 16384 };
 
 struct conn {
@@ -106,19 +108,5 @@ static void on_connection(uv_stream_t *server, int status)
 int main(int argc, char **argv)
 {
     loop = uv_default_loop();
-    uv_tcp_t server;
-    uv_tcp_init(loop, &server);
-    struct sockaddr_in addr;
-    uv_ip4_addr("127.0.0.1", argc > 1 ? atoi(argv[1]) : 0, &addr);
-    if (uv_tcp_bind(&server, (const struct sockaddr *)&addr, 0) < 0 ||
-        uv_listen((uv_stream_t *)&server, 1024, on_connection) < 0) {
-        fprintf(stderr, "bind/listen failed\n");
-        return 1;
-    }
-    struct sockaddr_in bound;
-    int len = sizeof bound;
-    uv_tcp_getsockname(&server, (struct sockaddr *)&bound, &len);
-    printf("listening on 127.0.0.1:%u\n", (unsigned)ntohs(bound.sin_port));
-    fflush(stdout);
-    return uv_run(loop, UV_RUN_DEFAULT);
+    return uv_listen_loopback_and_run(loop, argc, argv, on_connection);
 }

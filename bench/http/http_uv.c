@@ -22,6 +22,8 @@
 #include <string.h>
 #include <uv.h>
 
+#include "../uv_listen.h"
+
 enum { IN_BUF = 16384, OUT_BUF = 16384, RESPONSE_MAX = 256 };
 
 #define OK_HEAD "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n"
@@ -213,19 +215,5 @@ int main(int argc, char **argv)
 {
     http_parser_set_max_header_size(8192);
     loop = uv_default_loop();
-    uv_tcp_t server;
-    uv_tcp_init(loop, &server);
-    struct sockaddr_in addr;
-    uv_ip4_addr("127.0.0.1", argc > 1 ? atoi(argv[1]) : 0, &addr);
-    if (uv_tcp_bind(&server, (const struct sockaddr *)&addr, 0) < 0 ||
-        uv_listen((uv_stream_t *)&server, 1024, on_connection) < 0) {
-        fprintf(stderr, "bind/listen failed\n");
-        return 1;
-    }
-    struct sockaddr_in bound;
-    int len = sizeof bound;
-    uv_tcp_getsockname(&server, (struct sockaddr *)&bound, &len);
-    printf("listening on 127.0.0.1:%u\n", (unsigned)ntohs(bound.sin_port));
-    fflush(stdout);
-    return uv_run(loop, UV_RUN_DEFAULT);
+    return uv_listen_loopback_and_run(loop, argc, argv, on_connection);
 }
