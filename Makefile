@@ -54,7 +54,8 @@ VG_SCALE ?= 0.05
 # The first Python that has pytest: python3 on PATH may be a build without
 # the distribution's packages, while /usr/bin/python3 has them. Expanded
 # when a recipe runs, so after `deps` has installed what was missing.
-PY = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done)
+# Found once per make run, at its first use (each probe starts a Python).
+PY = $(eval PY := $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done))$(PY)
 PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
 NEED_PY = test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 
