@@ -106,8 +106,9 @@ clean:
 .PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench
 
 grade-class: deps
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n]"; exit 2; }
-	@$(PY) grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)"
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n] [JOBS=2] [DISPATCH=threads|slurm|parallel HOSTS=...]"; exit 2; }
+	@$(PY) grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)" \
+	    $(if $(ITEMS),--items="$(ITEMS)") $(if $(JOBS),--jobs="$(JOBS)") $(if $(DISPATCH),--dispatch="$(DISPATCH)") $(if $(HOSTS),--hosts="$(HOSTS)")
 
 test: deps-test labs-check quotes-check
 	@$(NEED_PY)

@@ -70,6 +70,13 @@ if [ "${1:-grade}" = test ]; then
     command -v ab >/dev/null 2>&1 || need="$need apache2-utils"
     command -v wrk >/dev/null 2>&1 || need="$need wrk"
     command -v h2load >/dev/null 2>&1 || need="$need nghttp2-client"
+    # grade-class past one machine (selftest/test_dispatch.py): a one-node
+    # Slurm on localhost, and GNU parallel over ssh to an sshd of its own
+    command -v slurmctld >/dev/null 2>&1 || need="$need slurm-wlm"
+    command -v munged >/dev/null 2>&1 || need="$need munge"
+    command -v parallel >/dev/null 2>&1 || need="$need parallel"
+    [ -x /usr/sbin/sshd ] || need="$need openssh-server"
+    command -v ssh >/dev/null 2>&1 || need="$need openssh-client"
 fi
 # the TSan runtime comes with gcc's libtsan; check it links
 if command -v gcc >/dev/null 2>&1; then
