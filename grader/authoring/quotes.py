@@ -19,8 +19,23 @@ A chapter quotes it with an HTML comment right before a fenced block:
     ...a copy of the lines...
     ```
 
+A chapter quotes a header's numbered contract clauses the same way, by
+number, between two HTML comments:
+
+    <!-- contract: labs/05-timer/timer_wheel.h#1,2,4 -->
+    - **1.** Never early: a deadline is rounded up to ...
+    - **2.** ...
+    <!-- end contract -->
+
+The clauses are the first numbered list ("1. ", "2. ", ...) in the header's
+leading comment: its contract, in the header's own numbers and words. Each one
+becomes a Markdown bullet led by its bold number (not an ordered list, whose
+numbers a renderer may replace), with the header's line breaks and nested
+lines kept.
+
 The check fails on a block that differs from its region (with a diff), on a
-quote of a region that does not exist, and on a region named twice in a file.
+quote of a region that does not exist, on a region named twice in a file, and
+on a contract quote of a clause number the header does not have.
 """
 import argparse
 import difflib
@@ -34,6 +49,9 @@ QUOTE = re.compile(r"^<!-- quote: (?P<path>[^#\s]+)#(?P<name>[\w.-]+) -->\n(?P<f
                    re.M | re.S)
 BEGIN = re.compile(r"(?:/\*|//)\s*quote:\s*(?P<name>[\w.-]+)")
 END = re.compile(r"(?:/\*|//)\s*end quote:\s*(?P<name>[\w.-]+)")
+CONTRACT = re.compile(r"^<!-- contract: (?P<path>[^#\s]+)#(?P<name>[0-9]+(?:,[0-9]+)*) -->\n(?P<body>.*?)"
+                      r"^<!-- end contract -->$", re.M | re.S)
+CLAUSE = re.compile(r"^ \*( +)([0-9]+)\. (.*)$")
 
 
 class QuoteError(Exception):
@@ -60,6 +78,36 @@ def regions(path):
             lines.append(line)
     if open_name is not None:
         raise QuoteError(f"{path}: quote '{open_name}' has no 'end quote: {open_name}'")
+    return out
+
+
+def clauses(path):
+    """{number: Markdown text} of the first numbered list in the header's
+    leading comment."""
+    out, number, col, lines = {}, None, 0, []
+    text = path.read_text()
+    if not text.startswith("/*") or "*/" not in text:
+        raise QuoteError(f"{path}: no leading comment to take the contract from")
+    for line in text[:text.index("*/")].splitlines()[1:]:
+        m = CLAUSE.match(line)
+        # the clause's text column: " *  9. text" and " * 10. text" line up
+        here = len(m.group(1)) + len(m.group(2)) + 2 if m else None
+        if m and (number is None or here == col):
+            if number is not None:
+                out[number] = "".join(lines)
+            number, col = int(m.group(2)), here
+            lines = [f"- **{number}.** {m.group(3).rstrip()}\n"]
+            continue
+        if number is None:
+            continue
+        rest = line[2:] if line.startswith(" *") else line
+        if not rest.strip() or len(rest) - len(rest.lstrip()) < col:
+            break   # a blank comment line, or text left of the clauses' text: the list is over
+        lines.append("  " + rest[col:].rstrip() + "\n")
+    if number is not None:
+        out[number] = "".join(lines)
+    if not out:
+        raise QuoteError(f"{path}: no numbered contract in its leading comment")
     return out
 
 
@@ -99,7 +147,38 @@ def run(root, write):
                                                 f"{m.group('path')}#{m.group('name')}", where, lineterm="", n=1)
                     problems.append(f"{where}: the quote of {m.group('path')}#{m.group('name')} no longer "
                                     f"matches its source (make quotes rewrites it):\n  " + "\n  ".join(diff))
-        if write and pieces:
+        text = "".join(pieces) + text[last:] if write and pieces else text
+        pieces, last, changed = [], 0, bool(pieces)
+        for m in CONTRACT.finditer(text):
+            count += 1
+            where = f"{doc.relative_to(root)}:{text[:m.start()].count(chr(10)) + 1}"
+            src = root / m.group("path")
+            try:
+                key = ("contract", src)
+                if key not in cache:
+                    if not src.is_file():
+                        raise QuoteError(f"{m.group('path')} does not exist")
+                    cache[key] = clauses(src)
+                wanted = [int(n) for n in m.group("name").split(",")]
+                missing = [n for n in wanted if n not in cache[key]]
+                if missing:
+                    raise QuoteError(f"{m.group('path')} has no contract clause {', '.join(map(str, missing))} "
+                                     f"(it numbers 1 to {max(cache[key])})")
+                want = "".join(cache[key][n] for n in wanted)
+            except QuoteError as e:
+                problems.append(f"{where}: {e}")
+                continue
+            if m.group("body") != want:
+                if write:
+                    pieces.append(text[last:m.start("body")] + want)
+                    last = m.end("body")
+                else:
+                    diff = difflib.unified_diff(want.splitlines(), m.group("body").splitlines(),
+                                                f"{m.group('path')} contract {m.group('name')}", where,
+                                                lineterm="", n=1)
+                    problems.append(f"{where}: the quote of {m.group('path')}'s contract {m.group('name')} no "
+                                    f"longer matches the header (make quotes rewrites it):\n  " + "\n  ".join(diff))
+        if write and (pieces or changed):
             doc.write_text("".join(pieces) + text[last:])
     return problems, count
 
