@@ -117,69 +117,68 @@ def doc_files(root):
         yield from (sorted(p.rglob("*.md")) if p.is_dir() else [p] if p.exists() else [])
 
 
+def region_text(root, cache, m):
+    """The marked region a `<!-- quote: -->` block names."""
+    src = root / m.group("path")
+    if src not in cache:
+        if not src.is_file():
+            raise QuoteError(f"{m.group('path')} does not exist")
+        cache[src] = regions(src)
+    want = cache[src].get(m.group("name"))
+    if want is None:
+        raise QuoteError(f"no region '{m.group('name')}' in {m.group('path')}")
+    return want
+
+
+def contract_text(root, cache, m):
+    """The header clauses a `<!-- contract: -->` block names, as Markdown."""
+    src, key = root / m.group("path"), ("contract", root / m.group("path"))
+    if key not in cache:
+        if not src.is_file():
+            raise QuoteError(f"{m.group('path')} does not exist")
+        cache[key] = clauses(src)
+    wanted = [int(n) for n in m.group("name").split(",")]
+    missing = [n for n in wanted if n not in cache[key]]
+    if missing:
+        raise QuoteError(f"{m.group('path')} has no contract clause {', '.join(map(str, missing))} "
+                         f"(it numbers 1 to {max(cache[key])})")
+    return "".join(cache[key][n] for n in wanted)
+
+
+# (block pattern, what it should hold, how a problem names it, what it copies)
+KINDS = [(QUOTE, region_text, "{path}#{name}", "its source"),
+         (CONTRACT, contract_text, "{path}'s contract {name}", "the header")]
+
+
 def run(root, write):
     """Returns the problems found (after rewriting, with write)."""
     problems, cache, count = [], {}, 0
     for doc in doc_files(root):
-        text = doc.read_text()
-        pieces, last = [], 0
-        for m in QUOTE.finditer(text):
-            count += 1
-            where = f"{doc.relative_to(root)}:{text[:m.start()].count(chr(10)) + 1}"
-            src = root / m.group("path")
-            try:
-                if src not in cache:
-                    if not src.is_file():
-                        raise QuoteError(f"{m.group('path')} does not exist")
-                    cache[src] = regions(src)
-                want = cache[src].get(m.group("name"))
-                if want is None:
-                    raise QuoteError(f"no region '{m.group('name')}' in {m.group('path')}")
-            except QuoteError as e:
-                problems.append(f"{where}: {e}")
-                continue
-            if m.group("body") != want:
+        text = original = doc.read_text()
+        for pattern, expected, label, origin in KINDS:
+            pieces, last = [], 0
+            for m in pattern.finditer(text):
+                count += 1
+                where = f"{doc.relative_to(root)}:{text[:m.start()].count(chr(10)) + 1}"
+                name = label.format(path=m.group("path"), name=m.group("name"))
+                try:
+                    want = expected(root, cache, m)
+                except QuoteError as e:
+                    problems.append(f"{where}: {e}")
+                    continue
+                if m.group("body") == want:
+                    continue
                 if write:
                     pieces.append(text[last:m.start("body")] + want)
                     last = m.end("body")
                 else:
-                    diff = difflib.unified_diff(want.splitlines(), m.group("body").splitlines(),
-                                                f"{m.group('path')}#{m.group('name')}", where, lineterm="", n=1)
-                    problems.append(f"{where}: the quote of {m.group('path')}#{m.group('name')} no longer "
-                                    f"matches its source (make quotes rewrites it):\n  " + "\n  ".join(diff))
-        text = "".join(pieces) + text[last:] if write and pieces else text
-        pieces, last, changed = [], 0, bool(pieces)
-        for m in CONTRACT.finditer(text):
-            count += 1
-            where = f"{doc.relative_to(root)}:{text[:m.start()].count(chr(10)) + 1}"
-            src = root / m.group("path")
-            try:
-                key = ("contract", src)
-                if key not in cache:
-                    if not src.is_file():
-                        raise QuoteError(f"{m.group('path')} does not exist")
-                    cache[key] = clauses(src)
-                wanted = [int(n) for n in m.group("name").split(",")]
-                missing = [n for n in wanted if n not in cache[key]]
-                if missing:
-                    raise QuoteError(f"{m.group('path')} has no contract clause {', '.join(map(str, missing))} "
-                                     f"(it numbers 1 to {max(cache[key])})")
-                want = "".join(cache[key][n] for n in wanted)
-            except QuoteError as e:
-                problems.append(f"{where}: {e}")
-                continue
-            if m.group("body") != want:
-                if write:
-                    pieces.append(text[last:m.start("body")] + want)
-                    last = m.end("body")
-                else:
-                    diff = difflib.unified_diff(want.splitlines(), m.group("body").splitlines(),
-                                                f"{m.group('path')} contract {m.group('name')}", where,
+                    diff = difflib.unified_diff(want.splitlines(), m.group("body").splitlines(), name, where,
                                                 lineterm="", n=1)
-                    problems.append(f"{where}: the quote of {m.group('path')}'s contract {m.group('name')} no "
-                                    f"longer matches the header (make quotes rewrites it):\n  " + "\n  ".join(diff))
-        if write and (pieces or changed):
-            doc.write_text("".join(pieces) + text[last:])
+                    problems.append(f"{where}: the quote of {name} no longer matches {origin} "
+                                    f"(make quotes rewrites it):\n  " + "\n  ".join(diff))
+            text = "".join(pieces) + text[last:]
+        if write and text != original:
+            doc.write_text(text)
     return problems, count
 
 
