@@ -76,9 +76,18 @@ def test_hint_hands_out_one_level_at_a_time(tmp_path):
     assert reset.returncode == 0 and state.read_text() == ""
     again = hint(state, "--stage", "3", "--item", item)
     assert f"hint 1 of {k}" in again.stdout
-    bare = next(i for i in ids(stage) if i not in levels)   # an item without written hints
-    p = hint(state, "--stage", "3", "--item", bare)
-    assert p.returncode == 0 and "no written hints" in p.stdout and stage.chapter in p.stdout
+    quiz = next(s for s in stages() if s.name == "04-deadline-signal")   # a quiz item has no hints
+    bare = next(i.id for i in quiz.items if i.lane == "quiz")
+    p = hint(state, "--stage", "4", "--item", bare)
+    assert p.returncode == 0 and "no written hints" in p.stdout and quiz.chapter in p.stdout, p.stdout
+
+
+def test_quiz_items_have_no_hints():
+    """A hint for a claim of the quiz would be its answer."""
+    for stage in stages():
+        hints = tools.parse_hints(ROOT / "docs" / "hints" / f"{stage.name}.md", ids(stage))
+        quiz = [i.id for i in stage.items if i.lane == "quiz" and i.id in hints]
+        assert not quiz, f"{stage.name}: hints for quiz items {quiz}"
 
 
 @pytest.mark.parametrize("args, names", [
