@@ -10,6 +10,8 @@
 #   make watch STAGE=1               make check again on every save
 #   make debug STAGE=1 TEST=s/name   one test in gdb, in one process (GDB=0: without gdb)
 #   make compile_commands.json       for clangd: every file with the grader's flags
+#   make hint STAGE=1 ITEM=latest-waker   the next hint for one rubric item (RESET=1: start over;
+#                                    without ITEM: the stage's items and the hints seen)
 #   make trace STAGE=3 [EXAMPLE=three_tasks] [RENDER=trace.png]
 #                                    build a stage's example with tracing on (TARGET=labs by default:
 #                                    your runtime) and write trace.json for ui.perfetto.dev (docs/tracing.md)
@@ -34,6 +36,8 @@ SHELL = /bin/sh
 TARGET ?= labs
 STAGE ?=
 ITEMS ?=
+ITEM ?=
+RESET ?=
 TEST ?=
 SEED ?=
 RESULTS ?=
@@ -69,7 +73,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)") \
 	$(if $(UNJUDGED),--unjudged="$(UNJUDGED)") $(if $(BUDGET),--budget="$(BUDGET)")
 
-.PHONY: grade check watch debug compile_commands.json deps trace clean
+.PHONY: grade check watch debug compile_commands.json deps trace clean hint
 
 grade: deps
 	@$(NEED_PY)
@@ -92,6 +96,11 @@ compile_commands.json: deps
 
 deps:
 	@sh grader/deps.sh grade
+
+# The written hints (docs/hints/NN-name.md), one level at a time; the level
+# reached is kept in .hints. Needs Python only, so no deps.
+hint:
+	@$(or $(PY),python3) grader/tools.py hint --stage "$(STAGE)" --item "$(ITEM)" $(if $(RESET),--reset)
 
 # The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
 trace:
