@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "join_checks.h"
 #include "parker.h"
 #include "sleep.h"
 #include "stage07.h"
@@ -89,15 +90,6 @@ static void *release_later(void *arg)
     return NULL;
 }
 
-static void expect_cancelled(struct join_handle *jh, const char *what)
-{
-    enum join_status st = JOIN_OK;
-    cr_assert_eq(join_handle_poll(jh, NULL, NULL, &st), POLL_READY, "the join handle of %s still says Pending "
-                 "after ws_runtime_free", what);
-    cr_assert_eq(st, JOIN_CANCELLED, "%s was dropped at shutdown but its join handle did not say cancelled", what);
-    join_handle_drop(jh);
-}
-
 static void expect_books(unsigned spawned, const char *where)
 {
     cr_assert_eq(step_drops(), spawned, "%u futures were dropped at shutdown, %u were spawned, with tasks %s: "
@@ -135,8 +127,8 @@ LAB_TEST(shutdown_at, deque_and_lifo_slot, 20)
     cr_assert_eq(pthread_create(&th, NULL, release_later, &sc.release), 0, "pthread_create failed");
     ws_runtime_free(rt);
     pthread_join(th, NULL);
-    expect_cancelled(c, "the task woken into the LIFO slot");
-    expect_cancelled(b, "the task that spawned into its deque");
+    expect_join_cancelled(c, "the task woken into the LIFO slot");
+    expect_join_cancelled(b, "the task that spawned into its deque");
     slot_wake(&sc.parked); /* a waker that outlived the runtime: harmless */
     slot_destroy(&sc.parked);
     gate_destroy(&sc.release);
@@ -205,7 +197,7 @@ LAB_TEST(shutdown_at, sleeping_tasks_idle_workers, 20)
     cr_assert_eq(time_driver_test_timers(td), 0, "%zu timers were still registered after ws_runtime_free dropped "
                  "the sleeping tasks: dropping a sleep must cancel its timer", time_driver_test_timers(td));
     for (unsigned i = 0; i < NAPS; i++)
-        expect_cancelled(jh[i], "a sleeping task");
+        expect_join_cancelled(jh[i], "a sleeping task");
     time_driver_free(td);
     parker_release(p);
     struct alloc_counts c = alloc_count_stop();
