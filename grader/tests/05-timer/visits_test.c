@@ -1,15 +1,16 @@
 /* visits_test.c - stage 05: how many timer entries an insert, a cancel and a
  * next-expiration query touch, counted by the kernel rather than timed.
  *
- * Each entry sits alone at the start of its own 64 KiB block of a shared
- * memory file (memfd). Before every measured operation the test drops the
- * page-table entries of all the blocks (madvise MADV_DONTNEED: the contents
- * stay in the file), so the first touch of an entry's page during the
- * operation is a minor page fault on this thread (getrusage RUSAGE_THREAD).
- * 64 KiB apart, the kernel's read fault-around (which maps the resident
- * neighbours of a faulting page, 64 KiB by default) finds no other entry to
- * map. So the faults of one operation are the number of entries it looked at:
- * an operation count, the same on a quiet or a loaded machine, not a time.
+ * Each entry sits alone on its own page of a shared memory file (memfd),
+ * mapped by itself at the start of a 64 KiB block. Before every measured
+ * operation the test drops the page-table entries of all the blocks (madvise
+ * MADV_DONTNEED: the contents stay in the file), so the first touch of an
+ * entry's page during the operation is a minor page fault on this thread
+ * (getrusage RUSAGE_THREAD). One page per mapping, the kernel's read
+ * fault-around (which maps resident neighbours of a faulting page within
+ * its mapping) has no other entry to map. So the faults of one operation are
+ * the number of entries it looked at: an operation count, the same on a
+ * quiet or a loaded machine, not a time.
  *
  * The wheel touches its own memory (slot heads, bitmaps) as it likes; only
  * entries are counted. The reference touches the entry and its list
@@ -40,27 +41,38 @@ static long thread_faults(void)
 }
 
 struct arena {
-    char *base;
+    char *base;   /* n blocks of BLOCK bytes; the first page of each is shared */
     size_t bytes;
     int fd;
 };
 
+/* One page of the file per entry, each mapped alone at the start of its
+ * block (the rest of the block reserved, PROT_NONE): every entry page is a
+ * mapping of its own, so fault-around (which stays inside one mapping) has
+ * nothing to add, and the file is only n pages (the jail limits file size). */
 static bool arena_new(struct arena *a, size_t n)
 {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     a->bytes = n * BLOCK;
     a->fd = memfd_create("lab-timer-entries", MFD_CLOEXEC);
     if (a->fd < 0)
         return false;
-    if (ftruncate(a->fd, (off_t)a->bytes) != 0) {
-        close(a->fd);
-        return false;
-    }
-    void *m = mmap(NULL, a->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+    void *m = MAP_FAILED;
+    if (page <= BLOCK / 2 && ftruncate(a->fd, (off_t)(n * page)) == 0)
+        m = mmap(NULL, a->bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) {
         close(a->fd);
         return false;
     }
     a->base = m;
+    for (size_t i = 0; i < n; i++) {
+        if (mmap(a->base + i * BLOCK, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, a->fd,
+                 (off_t)(i * page)) == MAP_FAILED) {
+            munmap(a->base, a->bytes);
+            close(a->fd);
+            return false;
+        }
+    }
     return true;
 }
 
@@ -113,13 +125,13 @@ static struct visits measure(size_t n, uint64_t seed)
 {
     struct arena a;
     if (!arena_new(&a, n + SAMPLES))
-        lab_cannot_judge("a shared memory file of %zu KiB could not be mapped here", (n + SAMPLES) * BLOCK / 1024);
+        lab_cannot_judge("a shared memory file of %zu pages could not be mapped here", n + SAMPLES);
     for (size_t i = 0; i < n + SAMPLES; i++)
         timer_entry_init(entry_at(&a, i), nop_fire, NULL);
     if (!probe(&a, n + SAMPLES)) {
         arena_free(&a);
-        lab_cannot_judge("this kernel does not count one page fault per entry touched (fault-around larger "
-                         "than 64 KiB?): entry visits cannot be counted");
+        lab_cannot_judge("this kernel does not count one page fault per entry page touched (a fault mapped "
+                         "more than its own page?): entry visits cannot be counted");
     }
     struct timer_wheel *w = timer_wheel_new(ORIGIN_NS);
     cr_assert_not_null(w, "timer_wheel_new returned NULL");
