@@ -667,21 +667,17 @@ struct explore_waker *explore_waker_new(const char *label)
 
 struct waker explore_waker_get(struct explore_waker *ew) { return (struct waker){ .data = ew, .vtable = &explore_vtable }; }
 
-unsigned explore_waker_woken(struct explore_waker *ew)
+/* wakes (whether) or live references */
+static long explore_read(struct explore_waker *ew, bool wakes)
 {
     __real_pthread_mutex_lock(&ew->lock);
-    unsigned w = ew->wakes;
+    long v = wakes ? (long)ew->wakes : ew->live;
     __real_pthread_mutex_unlock(&ew->lock);
-    return w;
+    return v;
 }
 
-long explore_waker_live(struct explore_waker *ew)
-{
-    __real_pthread_mutex_lock(&ew->lock);
-    long l = ew->live;
-    __real_pthread_mutex_unlock(&ew->lock);
-    return l;
-}
+unsigned explore_waker_woken(struct explore_waker *ew) { return (unsigned)explore_read(ew, true); }
+long explore_waker_live(struct explore_waker *ew) { return explore_read(ew, false); }
 
 void explore_waker_free(struct explore_waker *ew)
 {
@@ -927,16 +923,21 @@ void lab_explore(const struct explore_case *c, unsigned bound, struct explore_re
     me.controlled = false;
 }
 
-const char *lab_explore_message(const struct explore_case *c, const struct explore_result *r, unsigned stage,
-                                const char *test)
+const char *lab_explore_check(const struct explore_case *c, unsigned bound, unsigned stage, const char *test)
 {
-    static _Thread_local char msg[sizeof r->why + sizeof r->timeline + 400];
-    if (r->schedule[0] == '?')
-        snprintf(msg, sizeof msg, "%s", r->why); /* a LAB_SCHEDULE that does not parse */
+    static _Thread_local struct explore_result r;
+    static _Thread_local char msg[sizeof r.why + sizeof r.timeline + 400];
+    lab_explore(c, bound, &r);
+    lab_note("%u schedules explored (the %s has %u synchronisation points, the %s %u), preemption bound %u",
+             r.schedules, c->a_name, r.points_a, c->b_name, r.points_b, bound);
+    if (!r.failed)
+        return NULL;
+    if (r.schedule[0] == '?')
+        snprintf(msg, sizeof msg, "%s", r.why); /* a LAB_SCHEDULE that does not parse */
     else
         snprintf(msg, sizeof msg,
                  "schedule %s: %s.\nThe schedule, point by point (A: the %s, B: the %s):\n%s"
                  "Replay just this schedule: make debug STAGE=%u TEST=%s LAB_SCHEDULE=%s",
-                 r->schedule, r->why, c->a_name, c->b_name, r->timeline, stage, test, r->schedule);
+                 r.schedule, r.why, c->a_name, c->b_name, r.timeline, stage, test, r.schedule);
     return msg;
 }

@@ -109,10 +109,10 @@ struct explore_result {
  * that fails. $LAB_SCHEDULE, when set, runs that one schedule only. */
 void lab_explore(const struct explore_case *c, unsigned bound, struct explore_result *r);
 
-/* The failure message of a failed exploration, for cr_assert: the schedule,
- * check()'s sentence, the timeline and the command that replays it (make
- * debug STAGE=<stage> TEST=<test> LAB_SCHEDULE=...). */
-const char *lab_explore_message(const struct explore_case *c, const struct explore_result *r, unsigned stage,
-                                const char *test);
+/* lab_explore, and a NOTE of what it ran; NULL when every schedule passed,
+ * else the failure message for cr_assert: the schedule, check()'s sentence,
+ * the timeline and the command that replays it (make debug STAGE=<stage>
+ * TEST=<test> LAB_SCHEDULE=...). */
+const char *lab_explore_check(const struct explore_case *c, unsigned bound, unsigned stage, const char *test);
 
 #endif
