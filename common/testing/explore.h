@@ -97,6 +97,7 @@ struct explore_case {
 struct explore_result {
     unsigned schedules;            /* schedules run (the first run included) */
     unsigned points_a, points_b;   /* synchronisation points in the first run */
+    unsigned lost;                 /* schedules in which a thread did not come back for 2 s: run freely */
     bool failed;
     char schedule[64];             /* the failing schedule, for LAB_SCHEDULE */
     char why[512];                 /* check()'s sentence */
