@@ -321,7 +321,13 @@ struct chan *chan_new(size_t capacity)
     atomic_init(&c->rx_waiting, 0);
     atomic_init(&c->rx_busy, false);
     atomic_init(&c->rx_index, 0);
-    pthread_mutex_init(&c->lock, NULL);
+    if (pthread_mutex_init(&c->lock, NULL) != 0) {
+        free(c->buf);
+        if (!c->bounded)
+            free(c->rx_block);
+        free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -464,11 +470,11 @@ void chan_recv_drop(struct chan_recv *r)
 
 /* ---- the mutex ------------------------------------------------------------------------ */
 
-void async_mutex_init(struct async_mutex *m)
+int async_mutex_init(struct async_mutex *m)
 {
     atomic_init(&m->state, 0);
-    pthread_mutex_init(&m->lock, NULL);
     m->waiters.head = m->waiters.tail = NULL;
+    return pthread_mutex_init(&m->lock, NULL);
 }
 
 void async_mutex_destroy(struct async_mutex *m) { pthread_mutex_destroy(&m->lock); }

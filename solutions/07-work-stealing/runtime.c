@@ -439,24 +439,35 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
     rt->sched.vtable = &ws_scheduler_vtable;
     rt->driver = driver;
     rt->nworkers = workers;
-    injector_init(&rt->injector);
-    pthread_mutex_init(&rt->idle_lock, NULL);
-    pthread_mutex_init(&rt->owned_lock, NULL);
+    /* Each init that can fail is undone, in reverse, by the labels at the end. */
+    if (injector_init(&rt->injector) != 0)
+        goto no_injector;
+    if (pthread_mutex_init(&rt->idle_lock, NULL) != 0)
+        goto no_idle_lock;
+    if (pthread_mutex_init(&rt->owned_lock, NULL) != 0)
+        goto no_owned_lock;
     /* every worker starts awake, not searching */
     atomic_init(&rt->idle_state, (uint64_t)workers * IDLE_UNPARKED_ONE);
     atomic_init(&rt->driver_busy, false);
     atomic_init(&rt->shutdown, false);
-    for (unsigned i = 0; i < workers; i++) {
-        struct ws_worker *w = &rt->workers[i];
+    unsigned ready; /* workers whose park_lock and park_cond exist */
+    for (ready = 0; ready < workers; ready++) {
+        struct ws_worker *w = &rt->workers[ready];
+        unsigned i = ready;
         deque_init(&w->deque);
         atomic_init(&w->lifo, NULL);
         atomic_init(&w->park_state, PARK_EMPTY);
-        pthread_mutex_init(&w->park_lock, NULL);
+        if (pthread_mutex_init(&w->park_lock, NULL) != 0)
+            goto no_workers;
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* worker_park's timeout */
-        pthread_cond_init(&w->park_cond, &ca);
+        int rc = pthread_cond_init(&w->park_cond, &ca);
         pthread_condattr_destroy(&ca);
+        if (rc != 0) {
+            pthread_mutex_destroy(&w->park_lock);
+            goto no_workers;
+        }
         w->rt = rt;
         w->index = i;
         w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
@@ -470,6 +481,21 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
         }
     }
     return rt;
+
+no_workers:
+    while (ready-- > 0) {
+        pthread_mutex_destroy(&rt->workers[ready].park_lock);
+        pthread_cond_destroy(&rt->workers[ready].park_cond);
+    }
+    pthread_mutex_destroy(&rt->owned_lock);
+no_owned_lock:
+    pthread_mutex_destroy(&rt->idle_lock);
+no_idle_lock:
+    injector_destroy(&rt->injector);
+no_injector:
+    free(rt->workers);
+    free(rt);
+    return NULL;
 }
 
 struct ws_runtime *ws_runtime_new_default(unsigned workers)
