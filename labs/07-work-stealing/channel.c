@@ -4,7 +4,7 @@
  * Your part is this file: the four functions below. The rest is given:
  * channel_given.c (the unbounded channel's lock-free block list, creating,
  * closing, dropping) and channel_given.h (struct chan and the helpers these
- * four call: the wait lists, make_room and push_value for the bounded ring,
+ * four call: the wait lists, make_room and chan_ring_push for the bounded ring,
  * chan_unbounded_send and chan_unbounded_recv_poll).
  *
  * One pthread mutex per channel protects the bounded ring, the flags and

@@ -100,7 +100,8 @@ struct async_mutex_lock {
     bool held;             /* Ready was returned: the caller holds the mutex */
 };
 
-void async_mutex_init(struct async_mutex *m);
+/* 0, or pthread_mutex_init's error (then the mutex is not usable). */
+int async_mutex_init(struct async_mutex *m);
 void async_mutex_destroy(struct async_mutex *m);
 void async_mutex_lock_init(struct async_mutex_lock *l, struct async_mutex *m);
 enum poll async_mutex_lock_poll(struct async_mutex_lock *l, struct context *cx);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "channel_given.h"
+#include "coop.h" /* the budget: taken by your send and receive (channel.c), before these */
 
 /* ---- the unbounded channel's block list (channel_given.h draws it) -------------- */
 
@@ -321,7 +322,13 @@ struct chan *chan_new(size_t capacity)
     atomic_init(&c->rx_waiting, 0);
     atomic_init(&c->rx_busy, false);
     atomic_init(&c->rx_index, 0);
-    pthread_mutex_init(&c->lock, NULL);
+    if (pthread_mutex_init(&c->lock, NULL) != 0) {
+        free(c->buf);
+        if (!c->bounded)
+            free(c->rx_block);
+        free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -398,6 +405,13 @@ void chan_close(struct chan *c)
         chan_close(c); /* more than 64 waiters: again */
 }
 
+struct waker chan_ring_push(struct chan *c, uint64_t v)
+{
+    c->buf[(c->head + c->len) % c->cap] = v;
+    c->len++;
+    return waitlist_pop_waker(&c->receivers);
+}
+
 bool chan_try_send(struct chan *c, uint64_t v)
 {
     if (!c->bounded)
@@ -407,7 +421,7 @@ bool chan_try_send(struct chan *c, uint64_t v)
         pthread_mutex_unlock(&c->lock);
         return false;
     }
-    struct waker rx = push_value(c, v);
+    struct waker rx = chan_ring_push(c, v);
     pthread_mutex_unlock(&c->lock);
     waker_wake(&rx);
     return true;
@@ -464,11 +478,11 @@ void chan_recv_drop(struct chan_recv *r)
 
 /* ---- the mutex ------------------------------------------------------------------------ */
 
-void async_mutex_init(struct async_mutex *m)
+int async_mutex_init(struct async_mutex *m)
 {
     atomic_init(&m->state, 0);
-    pthread_mutex_init(&m->lock, NULL);
     m->waiters.head = m->waiters.tail = NULL;
+    return pthread_mutex_init(&m->lock, NULL);
 }
 
 void async_mutex_destroy(struct async_mutex *m) { pthread_mutex_destroy(&m->lock); }

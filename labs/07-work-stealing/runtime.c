@@ -14,8 +14,8 @@
  *
  * Yours: notify_parked and park_idle (the idle protocol), push_local and
  * ws_schedule (the queues), next_task, search and run_task (the worker
- * loop), and ws_runtime_free's teardown. The structs and the parking of one
- * worker are given in runtime_given.h; the rest of this file is given too.
+ * loop), and ws_runtime_free's teardown. The structs are given in
+ * runtime_given.h; the rest of this file is given too.
  *
  * The idle protocol (docs/07-work-stealing.md#the-idle-protocol). The
  * state is one word, idle_state = (unparked << 16) | searching, changed only
@@ -55,9 +55,10 @@
 #define LAB_RUNTIME_C /* this file defines the real ws_spawn and ws_block_on (runtime.h, tracing) */
 #include "runtime.h"
 
-/* The structs, parking one worker and the traced wrappers are given, in
- * runtime_given.h; from here on, the file is the idle protocol, the queues,
- * the worker loop, creating and freeing: yours where a TODO says so. */
+/* The structs and the traced wrappers are given, in runtime_given.h; parking
+ * one worker is given at the end of this file. From here on, the file is the
+ * idle protocol, the queues, the worker loop, creating and freeing: yours
+ * where a TODO says so. */
 #include "runtime_given.h"
 #include "lab_todo.h"
 
@@ -288,24 +289,35 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
     rt->sched.vtable = &ws_scheduler_vtable;
     rt->driver = driver;
     rt->nworkers = workers;
-    injector_init(&rt->injector);
-    pthread_mutex_init(&rt->idle_lock, NULL);
-    pthread_mutex_init(&rt->owned_lock, NULL);
+    /* Each init that can fail is undone, in reverse, by the labels at the end. */
+    if (injector_init(&rt->injector) != 0)
+        goto no_injector;
+    if (pthread_mutex_init(&rt->idle_lock, NULL) != 0)
+        goto no_idle_lock;
+    if (pthread_mutex_init(&rt->owned_lock, NULL) != 0)
+        goto no_owned_lock;
     /* every worker starts awake, not searching */
     atomic_init(&rt->idle_state, (uint64_t)workers * IDLE_UNPARKED_ONE);
     atomic_init(&rt->driver_busy, false);
     atomic_init(&rt->shutdown, false);
-    for (unsigned i = 0; i < workers; i++) {
-        struct ws_worker *w = &rt->workers[i];
+    unsigned ready; /* workers whose park_lock and park_cond exist */
+    for (ready = 0; ready < workers; ready++) {
+        struct ws_worker *w = &rt->workers[ready];
+        unsigned i = ready;
         deque_init(&w->deque);
         atomic_init(&w->lifo, NULL);
         atomic_init(&w->park_state, PARK_EMPTY);
-        pthread_mutex_init(&w->park_lock, NULL);
+        if (pthread_mutex_init(&w->park_lock, NULL) != 0)
+            goto no_workers;
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* worker_park's timeout */
-        pthread_cond_init(&w->park_cond, &ca);
+        int rc = pthread_cond_init(&w->park_cond, &ca);
         pthread_condattr_destroy(&ca);
+        if (rc != 0) {
+            pthread_mutex_destroy(&w->park_lock);
+            goto no_workers;
+        }
         w->rt = rt;
         w->index = i;
         w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
@@ -319,6 +331,21 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
         }
     }
     return rt;
+
+no_workers:
+    while (ready-- > 0) {
+        pthread_mutex_destroy(&rt->workers[ready].park_lock);
+        pthread_cond_destroy(&rt->workers[ready].park_cond);
+    }
+    pthread_mutex_destroy(&rt->owned_lock);
+no_owned_lock:
+    pthread_mutex_destroy(&rt->idle_lock);
+no_idle_lock:
+    injector_destroy(&rt->injector);
+no_injector:
+    free(rt->workers);
+    free(rt);
+    return NULL;
 }
 
 struct ws_runtime *ws_runtime_new_default(unsigned workers)
@@ -393,6 +420,68 @@ bool ws_block_on(struct ws_runtime *rt, struct future fut, void *out)
 struct ws_runtime *ws_current(void) { return current ? current->rt : NULL; }
 int ws_current_worker(void) { return current ? (int)current->index : -1; }
 unsigned ws_workers(struct ws_runtime *rt) { return rt->nworkers; }
+
+/* ---- parking one worker (given; declared in runtime_given.h) ------------------ */
+
+/* Wakes w if it is parked; else makes its next park return at once. */
+static inline void worker_unpark(struct ws_worker *w)
+{
+    /* seq_cst: pairs with the parker's CAS into PARKED_*; and what we did
+     * before (pushed a task, set shutdown) is seen when it wakes */
+    int prev = atomic_exchange_explicit(&w->park_state, PARK_NOTIFIED, memory_order_seq_cst);
+    if (prev == PARK_CONDVAR) {
+        trace_unpark(); /* a driver's unpark is traced by driver_unpark (driver.h) */
+        /* The parker holds park_lock from its check to its wait: taking it
+         * here means it is waiting (or saw NOTIFIED): the signal is not lost. */
+        pthread_mutex_lock(&w->park_lock);
+        pthread_mutex_unlock(&w->park_lock);
+        pthread_cond_signal(&w->park_cond);
+    } else if (prev == PARK_DRIVER) {
+        driver_unpark(w->rt->driver); /* its token is not lost either (driver.h) */
+    }
+}
+
+/* Sleeps until worker_unpark, the timeout (ns; DRIVER_PARK_FOREVER: none)
+ * or a spurious return. The first idle worker to get here parks in the
+ * driver, so timers (and I/O) still fire; the others on their condition
+ * variable. */
+static inline void worker_park(struct ws_worker *w, int64_t timeout_ns)
+{
+    struct ws_runtime *rt = w->rt;
+    int expect = PARK_EMPTY;
+    /* acquire: pairs with the release store that gave the driver back */
+    if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
+        if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_DRIVER,
+                                                    memory_order_seq_cst, memory_order_seq_cst))
+            driver_park(rt->driver, timeout_ns);
+        atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
+        atomic_store_explicit(&rt->driver_busy, false, memory_order_release);    /* give it back */
+        return;
+    }
+    struct timespec until;
+    if (timeout_ns >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &until); /* park_cond's clock */
+        until.tv_sec += timeout_ns / 1000000000 + (until.tv_nsec + timeout_ns % 1000000000) / 1000000000;
+        until.tv_nsec = (until.tv_nsec + timeout_ns % 1000000000) % 1000000000;
+    }
+    pthread_mutex_lock(&w->park_lock);
+    if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_CONDVAR,
+                                                memory_order_seq_cst, memory_order_seq_cst)) {
+        trace_park_begin(timeout_ns); /* empty unless built with -DLAB_TRACE (trace.h) */
+        bool woken = true;
+        while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR) {
+            if (timeout_ns < 0) {
+                pthread_cond_wait(&w->park_cond, &w->park_lock);
+            } else if (pthread_cond_timedwait(&w->park_cond, &w->park_lock, &until) == ETIMEDOUT) {
+                woken = false;
+                break;
+            }
+        }
+        trace_park_end(woken);
+    }
+    atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
+    pthread_mutex_unlock(&w->park_lock);
+}
 
 /* ---- test hooks ---- */
 

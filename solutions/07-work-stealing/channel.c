@@ -4,7 +4,7 @@
  * Your part is this file: the four functions below. The rest is given:
  * channel_given.c (the unbounded channel's lock-free block list, creating,
  * closing, dropping) and channel_given.h (struct chan and the helpers these
- * four call: the wait lists, make_room and push_value for the bounded ring,
+ * four call: the wait lists, make_room and chan_ring_push for the bounded ring,
  * chan_unbounded_send and chan_unbounded_recv_poll).
  *
  * One pthread mutex per channel protects the bounded ring, the flags and
@@ -43,7 +43,7 @@ enum poll chan_send_poll(struct chan_send *s, struct context *cx, enum chan_stat
             waitlist_unlink(&c->senders, &s->w);
         s->w.notified = false;
         s->w.registered = false; /* off the list, not notified: drop needs no lock */
-        struct waker rx = push_value(c, s->value);
+        struct waker rx = chan_ring_push(c, s->value);
         /* room left and another sender waiting: pass the turn on */
         struct waker tx = c->len < c->cap ? waitlist_pop_waker(&c->senders) : WAKER_NONE;
         pthread_mutex_unlock(&c->lock);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "channel_given.h"
+#include "coop.h" /* the budget: taken by your send and receive (channel.c), before these */
 
 /* ---- the unbounded channel's block list (channel_given.h draws it) -------------- */
 
@@ -404,6 +405,13 @@ void chan_close(struct chan *c)
         chan_close(c); /* more than 64 waiters: again */
 }
 
+struct waker chan_ring_push(struct chan *c, uint64_t v)
+{
+    c->buf[(c->head + c->len) % c->cap] = v;
+    c->len++;
+    return waitlist_pop_waker(&c->receivers);
+}
+
 bool chan_try_send(struct chan *c, uint64_t v)
 {
     if (!c->bounded)
@@ -413,7 +421,7 @@ bool chan_try_send(struct chan *c, uint64_t v)
         pthread_mutex_unlock(&c->lock);
         return false;
     }
-    struct waker rx = push_value(c, v);
+    struct waker rx = chan_ring_push(c, v);
     pthread_mutex_unlock(&c->lock);
     waker_wake(&rx);
     return true;

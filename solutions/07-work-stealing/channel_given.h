@@ -3,7 +3,8 @@
  *
  * struct chan, the unbounded channel's block list, and the helpers your
  * send, receive, lock and unlock (channel.c) call: the wait lists, the
- * bounded ring's two, and the unbounded channel's send and receive.
+ * bounded ring's make_room and chan_ring_push, and the unbounded channel's
+ * send and receive.
  * channel_given.c has the rest: the block list's code, creating, closing
  * and dropping.
  */
@@ -156,13 +157,8 @@ static inline void waiter_register(struct waitlist *l, struct waiter *w, struct 
 /* Under the lock: room for one more in the bounded ring? */
 static inline bool make_room(struct chan *c) { return c->len < c->cap; }
 
-/* Under the lock: appends v and takes a receiver to wake. */
-static inline struct waker push_value(struct chan *c, uint64_t v)
-{
-    c->buf[(c->head + c->len) % c->cap] = v;
-    c->len++;
-    return waitlist_pop_waker(&c->receivers);
-}
+/* Under the lock: appends v and takes a receiver to wake (channel_given.c). */
+struct waker chan_ring_push(struct chan *c, uint64_t v);
 
 /* ---- the unbounded channel's send and receive (channel_given.c) ---------------- */
 

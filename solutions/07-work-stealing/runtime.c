@@ -14,8 +14,8 @@
  *
  * Yours: notify_parked and park_idle (the idle protocol), push_local and
  * ws_schedule (the queues), next_task, search and run_task (the worker
- * loop), and ws_runtime_free's teardown. The structs and the parking of one
- * worker are given in runtime_given.h; the rest of this file is given too.
+ * loop), and ws_runtime_free's teardown. The structs are given in
+ * runtime_given.h; the rest of this file is given too.
  *
  * The idle protocol (docs/07-work-stealing.md#the-idle-protocol). The
  * state is one word, idle_state = (unparked << 16) | searching, changed only
@@ -55,9 +55,10 @@
 #define LAB_RUNTIME_C /* this file defines the real ws_spawn and ws_block_on (runtime.h, tracing) */
 #include "runtime.h"
 
-/* The structs, parking one worker and the traced wrappers are given, in
- * runtime_given.h; from here on, the file is the idle protocol, the queues,
- * the worker loop, creating and freeing: yours where a TODO says so. */
+/* The structs and the traced wrappers are given, in runtime_given.h; parking
+ * one worker is given at the end of this file. From here on, the file is the
+ * idle protocol, the queues, the worker loop, creating and freeing: yours
+ * where a TODO says so. */
 #include "runtime_given.h"
 
 /* ---- the idle protocol ---------------------------------------------------------- */
@@ -592,6 +593,68 @@ bool ws_block_on(struct ws_runtime *rt, struct future fut, void *out)
 struct ws_runtime *ws_current(void) { return current ? current->rt : NULL; }
 int ws_current_worker(void) { return current ? (int)current->index : -1; }
 unsigned ws_workers(struct ws_runtime *rt) { return rt->nworkers; }
+
+/* ---- parking one worker (given; declared in runtime_given.h) ------------------ */
+
+/* Wakes w if it is parked; else makes its next park return at once. */
+static inline void worker_unpark(struct ws_worker *w)
+{
+    /* seq_cst: pairs with the parker's CAS into PARKED_*; and what we did
+     * before (pushed a task, set shutdown) is seen when it wakes */
+    int prev = atomic_exchange_explicit(&w->park_state, PARK_NOTIFIED, memory_order_seq_cst);
+    if (prev == PARK_CONDVAR) {
+        trace_unpark(); /* a driver's unpark is traced by driver_unpark (driver.h) */
+        /* The parker holds park_lock from its check to its wait: taking it
+         * here means it is waiting (or saw NOTIFIED): the signal is not lost. */
+        pthread_mutex_lock(&w->park_lock);
+        pthread_mutex_unlock(&w->park_lock);
+        pthread_cond_signal(&w->park_cond);
+    } else if (prev == PARK_DRIVER) {
+        driver_unpark(w->rt->driver); /* its token is not lost either (driver.h) */
+    }
+}
+
+/* Sleeps until worker_unpark, the timeout (ns; DRIVER_PARK_FOREVER: none)
+ * or a spurious return. The first idle worker to get here parks in the
+ * driver, so timers (and I/O) still fire; the others on their condition
+ * variable. */
+static inline void worker_park(struct ws_worker *w, int64_t timeout_ns)
+{
+    struct ws_runtime *rt = w->rt;
+    int expect = PARK_EMPTY;
+    /* acquire: pairs with the release store that gave the driver back */
+    if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
+        if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_DRIVER,
+                                                    memory_order_seq_cst, memory_order_seq_cst))
+            driver_park(rt->driver, timeout_ns);
+        atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
+        atomic_store_explicit(&rt->driver_busy, false, memory_order_release);    /* give it back */
+        return;
+    }
+    struct timespec until;
+    if (timeout_ns >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &until); /* park_cond's clock */
+        until.tv_sec += timeout_ns / 1000000000 + (until.tv_nsec + timeout_ns % 1000000000) / 1000000000;
+        until.tv_nsec = (until.tv_nsec + timeout_ns % 1000000000) % 1000000000;
+    }
+    pthread_mutex_lock(&w->park_lock);
+    if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_CONDVAR,
+                                                memory_order_seq_cst, memory_order_seq_cst)) {
+        trace_park_begin(timeout_ns); /* empty unless built with -DLAB_TRACE (trace.h) */
+        bool woken = true;
+        while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR) {
+            if (timeout_ns < 0) {
+                pthread_cond_wait(&w->park_cond, &w->park_lock);
+            } else if (pthread_cond_timedwait(&w->park_cond, &w->park_lock, &until) == ETIMEDOUT) {
+                woken = false;
+                break;
+            }
+        }
+        trace_park_end(woken);
+    }
+    atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
+    pthread_mutex_unlock(&w->park_lock);
+}
 
 /* ---- test hooks ---- */
 

@@ -2,8 +2,8 @@
  * runtime.c alone; not an API: the tests never include it).
  *
  * The workers' and the runtime's structs, the idle state's fields, the test
- * points, parking one worker (worker_park, worker_unpark) and the traced
- * steal and injector wrappers. runtime.c's header comment says who touches
+ * points, the declarations of worker_park and worker_unpark (given at the
+ * end of runtime.c) and the traced steal and injector wrappers. runtime.c's header comment says who touches
  * what and draws the idle protocol; your part is in runtime.c.
  */
 #ifndef LAB_RUNTIME_GIVEN_H
@@ -102,67 +102,14 @@ static inline uint64_t xorshift(uint64_t *s)
     return *s = x;
 }
 
-/* ---- parking one worker ------------------------------------------------------- */
+/* ---- parking one worker (given, at the end of runtime.c) ---------------------------- */
 
 /* Wakes w if it is parked; else makes its next park return at once. */
-static inline void worker_unpark(struct ws_worker *w)
-{
-    /* seq_cst: pairs with the parker's CAS into PARKED_*; and what we did
-     * before (pushed a task, set shutdown) is seen when it wakes */
-    int prev = atomic_exchange_explicit(&w->park_state, PARK_NOTIFIED, memory_order_seq_cst);
-    if (prev == PARK_CONDVAR) {
-        trace_unpark(); /* a driver's unpark is traced by driver_unpark (driver.h) */
-        /* The parker holds park_lock from its check to its wait: taking it
-         * here means it is waiting (or saw NOTIFIED): the signal is not lost. */
-        pthread_mutex_lock(&w->park_lock);
-        pthread_mutex_unlock(&w->park_lock);
-        pthread_cond_signal(&w->park_cond);
-    } else if (prev == PARK_DRIVER) {
-        driver_unpark(w->rt->driver); /* its token is not lost either (driver.h) */
-    }
-}
+static inline void worker_unpark(struct ws_worker *w);
 
 /* Sleeps until worker_unpark, the timeout (ns; DRIVER_PARK_FOREVER: none)
- * or a spurious return. The first idle worker to get here parks in the
- * driver, so timers (and I/O) still fire; the others on their condition
- * variable. */
-static inline void worker_park(struct ws_worker *w, int64_t timeout_ns)
-{
-    struct ws_runtime *rt = w->rt;
-    int expect = PARK_EMPTY;
-    /* acquire: pairs with the release store that gave the driver back */
-    if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
-        if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_DRIVER,
-                                                    memory_order_seq_cst, memory_order_seq_cst))
-            driver_park(rt->driver, timeout_ns);
-        atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
-        atomic_store_explicit(&rt->driver_busy, false, memory_order_release);    /* give it back */
-        return;
-    }
-    struct timespec until;
-    if (timeout_ns >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &until); /* park_cond's clock */
-        until.tv_sec += timeout_ns / 1000000000 + (until.tv_nsec + timeout_ns % 1000000000) / 1000000000;
-        until.tv_nsec = (until.tv_nsec + timeout_ns % 1000000000) % 1000000000;
-    }
-    pthread_mutex_lock(&w->park_lock);
-    if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_CONDVAR,
-                                                memory_order_seq_cst, memory_order_seq_cst)) {
-        trace_park_begin(timeout_ns); /* empty unless built with -DLAB_TRACE (trace.h) */
-        bool woken = true;
-        while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR) {
-            if (timeout_ns < 0) {
-                pthread_cond_wait(&w->park_cond, &w->park_lock);
-            } else if (pthread_cond_timedwait(&w->park_cond, &w->park_lock, &until) == ETIMEDOUT) {
-                woken = false;
-                break;
-            }
-        }
-        trace_park_end(woken);
-    }
-    atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
-    pthread_mutex_unlock(&w->park_lock);
-}
+ * or a spurious return. */
+static inline void worker_park(struct ws_worker *w, int64_t timeout_ns);
 
 /* ---- tracing (common/trace.h, docs/tracing.md) ------------------------------------- */
 
