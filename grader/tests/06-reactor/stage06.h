@@ -59,6 +59,7 @@ struct delayed {
     unsigned ms;
     const char *msg;
     enum peer_end end;
+    uint64_t sent_ns;   /* written by delayed_peer: monotonic_ns() once it sent */
 };
 void *delayed_peer(void *arg);  /* returns non-NULL when the send failed */
 

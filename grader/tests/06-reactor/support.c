@@ -85,6 +85,7 @@ void *delayed_peer(void *arg)
     lab_sleep_ms(d->ms);
     if (d->msg && send(d->fd, d->msg, strlen(d->msg), MSG_NOSIGNAL) != (ssize_t)strlen(d->msg))
         return (void *)1;
+    d->sent_ns = monotonic_ns(); /* read after pthread_join */
     if (d->end == PEER_SHUTDOWN)
         shutdown(d->fd, SHUT_WR);
     else if (d->end == PEER_RESET)
