@@ -118,47 +118,53 @@ class Assembler:
 
     def build(self, plan, sp, deps, variants=build.VARIANTS):
         """The stage's binaries, of the variants asked for (plain always: it
-        decides whether the stage is usable). deps: {earlier stage: (usable,
-        why)} for every stage of sp.closure, decided by the pipeline."""
+        decides whether the stage is usable; add_variant links the others
+        when a lane first needs one). deps: {earlier stage: (usable, why)}
+        for every stage of sp.closure, decided by the pipeline."""
         variants = [v for v in build.VARIANTS if v in variants or v == "plain"]
-        codes = sorted({build.CODE_VARIANT[v] for v in variants})
         result = StageBuild(ok=False)
-        dep_objs = {v: [] for v in codes}
+        for dep in sp.closure:
+            ok, why = deps[dep]
+            if not ok:
+                result.notes.append(f"graded with the reference {dep} because your {dep} {why}")
         try:
-            for dep in sp.closure:
-                ok, why = deps[dep]
-                for v in dep_objs:
-                    if ok:
-                        dep_objs[v] += [c.obj for c in self.student_objects(plan, plan.of(dep), v)]
-                    else:
-                        dep_objs[v] += self.reference_objects(plan.of(dep), v)
-                if not ok:
-                    result.notes.append(f"graded with the reference {dep} because your {dep} {why}")
-            mine = {v: self.student_objects(plan, sp, v) for v in codes}
-        except build.BuildError as e:
-            result.error = e
-            return result
-        for c in mine["plain"]:
-            if c.warnings.strip():
-                result.warnings.append(records.short_path(c.warnings.strip()))
-        tests_dir, hidden = self.test_dirs(sp.stage.name)
-        dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
-        result.remarks = list(self.take_in(sp).notes)
-        try:
+            mine = {v: self.student_objects(plan, sp, v) for v in sorted({build.CODE_VARIANT[v] for v in variants})}
+            for c in mine["plain"]:
+                if c.warnings.strip():
+                    result.warnings.append(records.short_path(c.warnings.strip()))
+            result.remarks = list(self.take_in(sp).notes)
             for variant in variants:
-                code = build.CODE_VARIANT[variant]
-                objs = (self.builder.test_objects(tests_dir, variant, dirs, hidden) + [c.obj for c in mine[code]] +
-                        dep_objs[code] + self.builder.common_objects(variant))
-                out = self.work / sp.stage.name / f"tests-{variant}"
-                result.binaries[variant] = self.builder.link(objs, out, variant)
+                objs = self._link(plan, sp, deps, variant, result)
                 if variant == "plain":
                     result.key = build._digest(*sorted(str(o) for o in objs))
         except build.BuildError as e:
             result.error = e
             return result
-        result.reference = {v: self.reference_binary(plan, sp, v) for v in variants}
         result.ok = True
         return result
+
+    def add_variant(self, plan, sp, deps, variant, result):
+        """Links one more variant of a stage that built (a tool lane's, on its
+        first use: a tree whose every test stops at a TODO never compiles for
+        TSan). Raises BuildError."""
+        self._link(plan, sp, deps, variant, result)
+
+    def _link(self, plan, sp, deps, variant, result):
+        """Links result.binaries[variant] (and finds result.reference[variant]);
+        the objects it linked."""
+        code = build.CODE_VARIANT[variant]
+        objs = []
+        for dep in sp.closure:
+            usable, _ = deps[dep]
+            objs += ([c.obj for c in self.student_objects(plan, plan.of(dep), code)] if usable
+                     else self.reference_objects(plan.of(dep), code))
+        tests_dir, hidden = self.test_dirs(sp.stage.name)
+        dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
+        objs = (self.builder.test_objects(tests_dir, variant, dirs, hidden) +
+                [c.obj for c in self.student_objects(plan, sp, code)] + objs + self.builder.common_objects(variant))
+        result.binaries[variant] = self.builder.link(objs, self.work / sp.stage.name / f"tests-{variant}", variant)
+        result.reference[variant] = self.reference_binary(plan, sp, variant)
+        return objs
 
     def reference_binary(self, plan, sp, variant):
         """The stage's public tests linked with the reference of the stage and

@@ -119,12 +119,13 @@ class Pipeline:
 
     def _stage(self, sp):
         name = sp.stage.name
-        lanes_wanted = sp.lanes() - set(QUICK_SKIPS if self.plan.quick else ()) if self._run_lanes else set()
         try:
             deps = {d: self.usable[d].result() for d in sp.closure}
-            # only the binaries its lanes run (a mutant graded on one plain item links no TSan build)
-            variants = ({lanes.LANES[n].variant for n in lanes_wanted if n in lanes.LANES} if self._run_lanes
-                        else set(build.VARIANTS))   # build_only: every binary (make debug runs the vg one)
+            # the plain binary now; a tool lane's when it first runs (tool_binary):
+            # a mutant graded on plain items, or a tree whose tests all stop at
+            # a TODO, never compiles for TSan. build_only: every binary (make
+            # debug runs the vg one).
+            variants = {"plain"} if self._run_lanes else set(build.VARIANTS)
             b = self.assembler.build(self.plan, sp, deps, variants)
         except BaseException as e:  # noqa: BLE001 - whoever waits for the build sees it
             self.builds[name].set_exception(e)
@@ -136,6 +137,7 @@ class Pipeline:
         if name in self.usable:
             jobs.append(spawn(self._decide_usable, sp, b))
         if b.ok and sp.items and self._run_lanes:
+            lanes_wanted = sp.lanes() - set(QUICK_SKIPS if self.plan.quick else ())
             if "plain" in lanes_wanted:
                 jobs.append(spawn(self.plain, sp))
             jobs += [spawn(self.race, sp, i) for i in sp.items if i.lane == "race"]
@@ -239,9 +241,18 @@ class Pipeline:
                     run_these.append(t)
             if not run_these:
                 return hung
+            self.tool_binary(sp, lanes.LANES[name].variant)
             outs = self._lane_run(sp, lanes.LANES[name], run_these, self.work / sp.stage.name / name)
             return {**outs, **hung}
         return self.memo.get((name, sp.stage.name), go)
+
+    def tool_binary(self, sp, variant):
+        """Links the stage's `variant` binary on first use (BuildError if it
+        does not build; the items of that lane fail with it)."""
+        def go():
+            deps = {d: self.usable[d].result() for d in sp.closure}
+            self.assembler.add_variant(self.plan, sp, deps, variant, self.builds[sp.stage.name].result())
+        return self.memo.get(("link", sp.stage.name, variant), go)
 
     def perf(self, sp):
         def go():
@@ -287,7 +298,10 @@ class Pipeline:
         elif item.lane == "plain":
             outs = self.plain(sp)
         else:
-            outs = self.checked_lane(sp, item.lane)
+            try:
+                outs = self.checked_lane(sp, item.lane)
+            except build.BuildError as e:
+                return verdict.not_built(item, e)
         return verdict.from_outcomes(item, [outs[t] for t in tests])
 
     # ---- the end ---------------------------------------------------------------------

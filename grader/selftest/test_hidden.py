@@ -3,13 +3,13 @@ the public ones, marked for Gradescope as visible only once published."""
 import shutil
 import subprocess
 
-from conftest import ROOT, grade, mutants
+from conftest import ROOT, grade, mutants, solutions_copy
 
 HIDDEN = ROOT / "grader" / "selftest" / "data" / "hidden"
 
 
 def test_hidden_items(tmp_path):
-    g = grade(tmp_path, ROOT / "solutions", stage="01-signal", extra=[f"HIDDEN={HIDDEN}"])
+    g = grade(tmp_path, solutions_copy(tmp_path), stage="01-signal", extra=[f"HIDDEN={HIDDEN}"])
     assert g.returncode == 0, g.output[-3000:]
     t = g.item("01-signal/hidden-latest-waker-thrice")
     assert t["status"] == "passed" and t["visibility"] == "after_published"
@@ -24,5 +24,5 @@ def test_hidden_items(tmp_path):
 
 
 def test_hidden_dir_must_exist(tmp_path):
-    g = grade(tmp_path, ROOT / "solutions", stage="01-signal", extra=["HIDDEN=/no/such/dir"])
+    g = grade(tmp_path, solutions_copy(tmp_path), stage="01-signal", extra=["HIDDEN=/no/such/dir"])
     assert g.returncode != 0 and "HIDDEN=/no/such/dir: no such directory" in g.output

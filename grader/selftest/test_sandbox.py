@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, grade
+from conftest import ROOT, grade, solutions_copy
 
 from lab_grader import sandbox
 
@@ -222,7 +222,7 @@ def test_stale_criterion_sockets_of_other_users(tmp_path, caps):
                 s.close()
             os.chown(path, 4242, 4242)
             planted.append(path)
-        g = grade(tmp_path, ROOT / "solutions", stage="01-signal", timeout=300)
+        g = grade(tmp_path, solutions_copy(tmp_path), stage="01-signal", timeout=300)
     finally:
         for path in planted:
             try:
