@@ -69,6 +69,7 @@ if [ "${1:-grade}" = test ]; then
         need="$need chromium chromium-driver"
     fi
     have_module selenium || need="$need python3-selenium"
+    have_module PIL || need="$need python3-pil"   # reads the screenshot
     have_xdist || need="$need python3-pytest-xdist"
     # the trace renderer's self-test draws a picture (grader/tracing/trace_render.py)
     have_matplotlib || need="$need python3-matplotlib"
