@@ -9,9 +9,13 @@ closed on load with its body not displayed, and a screenshot of stage 01
 shows the page. Skipped, with the reason, only where Chromium or its driver
 is not installed (deps.sh test installs both on Debian).
 """
+import contextlib
+import fcntl
 import functools
 import http.server
 import io
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -56,31 +60,31 @@ return {
 """
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    out = tmp_path_factory.mktemp("site") / "site"
+def build(out):
+    """mkdocs build --strict into out, as `make docs` does; an error message, or None."""
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
                            "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}{proc.stderr}"
-    return out
+    return None if proc.returncode == 0 else f"mkdocs build --strict failed:\n{proc.stdout}{proc.stderr}"
 
 
-@pytest.fixture(scope="module")
-def base(site):
+@contextlib.contextmanager
+def serve(site):
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser():
+@contextlib.contextmanager
+def chromium():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     opts = webdriver.ChromeOptions()
@@ -90,25 +94,84 @@ def browser():
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
-    driver.set_page_load_timeout(30)
-    # --window-size counts the window's frame: the viewport is set exactly here
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
-    yield driver
-    driver.quit()
+    try:
+        driver.set_page_load_timeout(30)
+        # --window-size counts the window's frame: the viewport is set exactly here
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+        yield driver
+    finally:
+        driver.quit()
+
+
+def screenshot(browser, base, png_path):
+    """What the screenshot of SHOT shows, and whether a hint opens when clicked."""
+    from PIL import Image
+    browser.get(base + SHOT)
+    out = {"window": browser.execute_script("return [window.innerWidth, window.innerHeight]")}
+    png = browser.get_screenshot_as_png()
+    png_path.write_bytes(png)
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    colours = img.getcolors(maxcolors=img.size[0] * img.size[1])
+    out.update(size=list(img.size), colours=len(colours), commonest=max(n for n, _ in colours),
+               header=list(img.getpixel((img.size[0] // 2, 10))))
+    hint = browser.find_element("css selector", "article details summary")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", hint)
+    hint.click()
+    out["hint_opens"] = browser.execute_script(
+        "const d = document.querySelector('article details');"
+        "return d.open && Array.from(d.children).slice(1).some(e => e.checkVisibility())")
+    return out
+
+
+def collect(work):
+    """Build, serve, and load every page once in one Chromium: what the tests check."""
+    site = work / "site"
+    error = build(site)
+    if error:
+        return {"error": error}
+    pages = {}
+    with serve(site) as base, chromium() as browser:
+        for path in sorted(site.rglob("*.html")):
+            name = path.relative_to(site).as_posix()
+            browser.get(base + name)
+            info = browser.execute_script(COLLECT)
+            info["errors"] = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+            pages[name] = info
+        return {"base": base, "pages": pages, "shot": screenshot(browser, base, work / "01-signal.png")}
 
 
 @pytest.fixture(scope="module")
-def pages(site, base, browser):
-    """{page: what COLLECT found on it, and the console's severe entries}, every page loaded once."""
-    out = {}
-    for path in sorted(site.rglob("*.html")):
-        name = path.relative_to(site).as_posix()
-        browser.get(base + name)
-        info = browser.execute_script(COLLECT)
-        info["errors"] = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-        out[name] = info
-    return out
+def seen(tmp_path_factory):
+    """collect()'s findings, once per run: under pytest-xdist every worker runs
+    a module fixture of its own (pytest-dev/pytest-xdist#271), so the first
+    worker here collects, under a lock in the run's shared temporary folder,
+    and the other reads what it wrote."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        data = collect(tmp_path_factory.mktemp("site"))
+    else:
+        shared = tmp_path_factory.getbasetemp().parent / "test_site"
+        shared.mkdir(exist_ok=True)
+        with open(shared / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)    # held while collecting: the other worker waits
+            done = shared / "seen.json"
+            if not done.exists():
+                data = collect(shared)
+                done.write_text(json.dumps(data))
+            data = json.loads(done.read_text())
+    if "error" in data:
+        pytest.fail(data["error"])
+    return data
+
+
+@pytest.fixture(scope="module")
+def pages(seen):
+    return seen["pages"]
+
+
+@pytest.fixture(scope="module")
+def base(seen):
+    return seen["base"]
 
 
 def chapter_page(stage):
@@ -181,32 +244,17 @@ def test_hints_are_collapsed(pages):
         "\n".join(bad)
 
 
-def test_chapter_screenshot(pages, browser, base, tmp_path):
-    from PIL import Image
-    info = pages[SHOT]
+def test_chapter_screenshot(pages, seen):
+    info, shot = pages[SHOT], seen["shot"]
     title = re.search(r"^# (.*)$", (ROOT / "docs" / SHOT.replace(".html", ".md")).read_text(), re.M).group(1)
     assert info["h1"] == title, f"{SHOT}'s title is {info['h1']!r}, the chapter's is {title!r}"
     assert info["highlighted"] > 50, f"{SHOT}'s code is not highlighted ({info['highlighted']} token spans)"
-    browser.get(base + SHOT)
-    size = browser.execute_script("return [window.innerWidth, window.innerHeight]")
-    assert size == [WIDTH, HEIGHT], f"the window is {size}, not {WIDTH}x{HEIGHT}"
-    png = browser.get_screenshot_as_png()
-    (tmp_path / "01-signal.png").write_bytes(png)
-    img = Image.open(io.BytesIO(png)).convert("RGB")
-    assert img.size == (WIDTH, HEIGHT), f"the screenshot is {img.size}, not {WIDTH}x{HEIGHT}"
-    colours = img.getcolors(maxcolors=WIDTH * HEIGHT)
-    top = max(n for n, _ in colours)
-    assert len(colours) > 100 and top < 0.9 * WIDTH * HEIGHT, \
-        f"the screenshot is nearly blank ({len(colours)} colours, the commonest covers {top / (WIDTH * HEIGHT):.0%})"
+    assert shot["window"] == [WIDTH, HEIGHT], f"the window is {shot['window']}, not {WIDTH}x{HEIGHT}"
+    assert shot["size"] == [WIDTH, HEIGHT], f"the screenshot is {shot['size']}, not {WIDTH}x{HEIGHT}"
+    assert shot["colours"] > 100 and shot["commonest"] < 0.9 * WIDTH * HEIGHT, \
+        f"the screenshot is nearly blank ({shot['colours']} colours, " \
+        f"the commonest covers {shot['commonest'] / (WIDTH * HEIGHT):.0%})"
     # the theme's stylesheet applied: material's indigo header bar across the top
-    header = img.getpixel((WIDTH // 2, 10))
-    assert abs(header[0] - 0x40) < 16 and abs(header[1] - 0x51) < 16 and abs(header[2] - 0xb5) < 16, \
-        f"the header bar is {header}, not the theme's indigo: its CSS did not load"
-    # a hint opens when its title is clicked
-    hint = browser.find_element("css selector", "article details summary")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", hint)
-    hint.click()
-    assert browser.execute_script(
-        "const d = document.querySelector('article details');"
-        "return d.open && Array.from(d.children).slice(1).some(e => e.checkVisibility())"), \
-        "clicking a hint's title does not show its body"
+    assert all(abs(c - want) < 16 for c, want in zip(shot["header"], (0x40, 0x51, 0xb5))), \
+        f"the header bar is {shot['header']}, not the theme's indigo: its CSS did not load"
+    assert shot["hint_opens"], "clicking a hint's title does not show its body"
