@@ -10,6 +10,8 @@
 #   make watch STAGE=1               make check again on every save
 #   make debug STAGE=1 TEST=s/name   one test in gdb, in one process (GDB=0: without gdb)
 #   make compile_commands.json       for clangd: every file with the grader's flags
+#   make hint STAGE=1 ITEM=latest-waker   the next hint for one rubric item (RESET=1: start over;
+#                                    without ITEM: the stage's items and the hints seen)
 #   make trace STAGE=3 [EXAMPLE=three_tasks] [RENDER=trace.png]
 #                                    build a stage's example with tracing on (TARGET=labs by default:
 #                                    your runtime) and write trace.json for ui.perfetto.dev (docs/tracing.md)
@@ -35,6 +37,8 @@ SHELL = /bin/sh
 TARGET ?= labs
 STAGE ?=
 ITEMS ?=
+ITEM ?=
+RESET ?=
 TEST ?=
 SEED ?=
 RESULTS ?=
@@ -55,7 +59,8 @@ VG_SCALE ?= 0.05
 # The first Python that has pytest: python3 on PATH may be a build without
 # the distribution's packages, while /usr/bin/python3 has them. Expanded
 # when a recipe runs, so after `deps` has installed what was missing.
-PY = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done)
+# Found once per make run, at its first use (each probe starts a Python).
+PY = $(eval PY := $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import pytest' 2>/dev/null; then command -v $$p; break; fi; done))$(PY)
 PYTEST = $(PY) -m pytest -p no:cacheprovider -q --no-header --tb=no -rN
 NEED_PY = test -n "$(PY)" || { echo "no Python with pytest found (tried python3, /usr/bin/python3)"; exit 2; }
 
@@ -69,7 +74,7 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 	$(if $(WERROR),--werror) $(if $(TIMINGS),--timings) $(if $(HIDDEN),--hidden="$(HIDDEN)") \
 	$(if $(UNJUDGED),--unjudged="$(UNJUDGED)") $(if $(BUDGET),--budget="$(BUDGET)")
 
-.PHONY: grade check watch debug compile_commands.json deps trace clean
+.PHONY: grade check watch debug compile_commands.json deps trace clean hint
 
 grade: deps
 	@$(NEED_PY)
@@ -93,6 +98,11 @@ compile_commands.json: deps
 deps:
 	@sh grader/deps.sh grade
 
+# The written hints (docs/hints/NN-name.md), one level at a time; the level
+# reached is kept in .hints. Needs Python only, so no deps.
+hint:
+	@$(or $(PY),python3) grader/tools.py hint --stage "$(STAGE)" --item "$(ITEM)" $(if $(RESET),--reset)
+
 # The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
 trace:
 	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
@@ -106,8 +116,9 @@ clean:
 .PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench docs docs-serve
 
 grade-class: deps
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n]"; exit 2; }
-	@$(PY) grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)"
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n] [JOBS=2] [DISPATCH=threads|slurm|parallel HOSTS=...]"; exit 2; }
+	@$(PY) grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)" \
+	    $(if $(ITEMS),--items="$(ITEMS)") $(if $(JOBS),--jobs="$(JOBS)") $(if $(DISPATCH),--dispatch="$(DISPATCH)") $(if $(HOSTS),--hosts="$(HOSTS)")
 
 test: deps-test labs-check quotes-check
 	@$(NEED_PY)

@@ -4,7 +4,7 @@
  * records its events into a buffer per thread and writes them, when the
  * program exits (or when trace_write() is called), as Chrome Trace Event JSON:
  * the {"traceEvents": [...]} file that ui.perfetto.dev and chrome://tracing
- * open as it is, and that tools/trace_render.py draws. Built without it,
+ * open as it is, and that grader/tracing/trace_render.py draws. Built without it,
  * every hook below is an empty static inline function: the compiler removes
  * the calls and the program is the same machine code as without this header
  * (docs/tracing.md#overhead shows the comparison).

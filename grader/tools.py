@@ -5,6 +5,8 @@
     tools.py watch --stage N [--target labs]    rerun `make check` on every save
     tools.py debug --stage N --test suite/name [--target labs] [--no-gdb]
                                                 run one test in this process, under gdb
+    tools.py hint --stage N [--item ID] [--reset]
+                                                the next hint for one rubric item (make hint)
 
 compile_commands.json lists every C file of the lab with the exact flags the
 grader compiles it with, so clangd (and any editor that speaks to it) finds
@@ -17,11 +19,27 @@ debug runs the test through the stand-in runner with --no-fork: Criterion
 always forks a worker per test, which makes a debugger follow the wrong
 process; the stand-in can run the test in its own process, with no timeout
 and no watchdog, so gdb sees every thread of the test.
+
+hint prints the next level of the written hints for one rubric item, from
+docs/hints/NN-name.md, and remembers the level reached in .hints at the root
+of the checkout (one line per item: "03-executor/deadlock 2"), as Rustlings'
+`hint` does; --reset forgets the item (or, without --item, the stage). A hint
+file is Markdown a browser shows collapsed: each hint is one block
+
+    <details markdown="1">
+    <summary>latest-waker, level 1</summary>
+
+    ...the hint, in Markdown...
+
+    </details>
+
+and an item's levels run 1, 2, ... in the file, without gaps.
 """
 import argparse
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -116,6 +134,118 @@ def debug(target, stage, test, use_gdb):
     return subprocess.run(cmd, env=env).returncode
 
 
+# ---- make hint ----
+
+HINT_BLOCK = re.compile(r'^<details markdown="1">\n<summary>(?P<item>[a-z0-9][a-z0-9-]*), level (?P<level>[0-9]+)'
+                        r'</summary>\n(?P<body>.*?)^</details>[ \t]*$', re.M | re.S)
+HINT_TAGS = re.compile(r"</?(?:details|summary)\b")
+
+
+class HintError(Exception):
+    pass
+
+
+def parse_hints(path, item_ids):
+    """{item: [level 1 text, level 2 text, ...]} of one hint file, or
+    HintError naming the first line that is not a well-formed hint block."""
+    text = path.read_text()
+    hints, last = {}, 0
+
+    def where(pos):
+        return f"{path.name}:{text.count(chr(10), 0, pos) + 1}"
+
+    for m in HINT_BLOCK.finditer(text):
+        stray = HINT_TAGS.search(text, last, m.start())
+        if stray:
+            raise HintError(f"{where(stray.start())}: a <details> or <summary> tag outside a hint block "
+                            '(a block is <details markdown="1">, then <summary>ITEM, level N</summary>, ..., </details>)')
+        item, level, body = m.group("item"), int(m.group("level")), m.group("body").strip()
+        if HINT_TAGS.search(body):
+            raise HintError(f"{where(m.start())}: the hint {item}, level {level} holds another <details> or "
+                            "<summary> (an unclosed block?)")
+        if item not in item_ids:
+            raise HintError(f"{where(m.start())}: no rubric item '{item}' in this stage "
+                            f"(items: {', '.join(item_ids)})")
+        levels = hints.setdefault(item, [])
+        if level != len(levels) + 1:
+            raise HintError(f"{where(m.start())}: {item}, level {level} comes after level {len(levels)}: "
+                            "levels run 1, 2, ... without gaps")
+        if not body:
+            raise HintError(f"{where(m.start())}: the hint {item}, level {level} is empty")
+        levels.append(body)
+        last = m.end()
+    stray = HINT_TAGS.search(text, last)
+    if stray:
+        raise HintError(f"{where(stray.start())}: a <details> or <summary> tag outside a hint block "
+                        '(a block is <details markdown="1">, then <summary>ITEM, level N</summary>, ..., </details>)')
+    return hints
+
+
+def hint_state(path):
+    state = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            key, _, level = line.partition(" ")
+            if level.strip().isdigit():
+                state[key] = int(level)
+    return state
+
+
+def save_hint_state(path, state):
+    path.write_text("".join(f"{k} {v}\n" for k, v in sorted(state.items()) if v > 0))
+
+
+def hint(stage_spec, item, reset, state_path=None, hints_dir=None):
+    stages = rubric.load_all(ROOT / "grader" / "rubric")
+    if not stage_spec:
+        raise rubric.RubricError("usage: make hint STAGE=n ITEM=item [RESET=1] "
+                                 f"(stages: {', '.join(s.name for s in stages)})")
+    selected = rubric.select(stages, stage_spec)
+    if len(selected) != 1:
+        raise rubric.RubricError("make hint wants one stage: STAGE=n")
+    stage = selected[0]
+    ids = [i.id for i in stage.items if not i.hidden]
+    state_path = state_path or ROOT / ".hints"
+    hints_file = (hints_dir or ROOT / "docs" / "hints") / f"{stage.name}.md"
+    try:
+        hints = parse_hints(hints_file, ids) if hints_file.is_file() else {}
+    except HintError as e:
+        raise rubric.RubricError(f"docs/hints/{e}") from None
+    state = hint_state(state_path)
+    if item and item not in ids:
+        raise rubric.RubricError(f"ITEM={item}: no such item in {stage.name} (items: {', '.join(ids)})")
+    if reset:
+        for i in ([item] if item else ids):
+            state.pop(f"{stage.name}/{i}", None)
+        save_hint_state(state_path, state)
+        print(f"hints of {stage.name}{'/' + item if item else ''} start again at level 1")
+        return 0
+    if not item:
+        print(f"{stage.name}: make hint STAGE={stage.number} ITEM=<item> shows the next hint of one item")
+        for i in ids:
+            seen, k = state.get(f"{stage.name}/{i}", 0), len(hints.get(i, []))
+            print(f"  {i:28} {f'{min(seen, k)} of {k} seen' if k else 'no written hints'}")
+        return 0
+    key, levels = f"{stage.name}/{item}", hints.get(item, [])
+    it = next(i for i in stage.items if i.id == item)
+    where = f"{stage.chapter}{it.section}"
+    if not levels:
+        print(f"{key} has no written hints. What it checks: {it.clause}.\nRead {where}; "
+              f"the failure report says which test failed and how to rerun it.")
+        return 0
+    level = min(state.get(key, 0) + 1, len(levels))
+    state[key] = level
+    save_hint_state(state_path, state)
+    print(f"{key}: hint {level} of {len(levels)}\n")
+    print(levels[level - 1])
+    print()
+    if level < len(levels):
+        print(f"(the same command again gives hint {level + 1}; RESET=1 starts over. Read {where} first.)")
+    else:
+        print(f"(that is the last hint for {item}; the chapter's section is {where}.)")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -129,7 +259,18 @@ def main():
     d.add_argument("--stage", required=True)
     d.add_argument("--test", required=True)
     d.add_argument("--no-gdb", action="store_true", help="run in this process without gdb")
+    h = sub.add_parser("hint")
+    h.add_argument("--stage", default="")
+    h.add_argument("--item", default="")
+    h.add_argument("--reset", action="store_true")
+    h.add_argument("--state", type=pathlib.Path, default=None, help="the state file (default: .hints)")
     args = ap.parse_args()
+    if args.cmd == "hint":
+        try:
+            return hint(args.stage, args.item, args.reset, args.state)
+        except rubric.RubricError as e:
+            print(f"make hint: {e}", file=sys.stderr)
+            return 2
     target = (ROOT / args.target).resolve() if not os.path.isabs(args.target) else pathlib.Path(args.target)
     try:
         if args.cmd == "compile-commands":

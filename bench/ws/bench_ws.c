@@ -237,8 +237,8 @@ static const struct future_vtable chan_root_vt = FUTURE_VTABLE_INIT(struct chan_
 
 /* ---- mutex -------------------------------------------------------------------------- */
 
-struct shared_count { struct amutex m; uint64_t value; };
-struct locker { struct shared_count *c; uint64_t left; bool active; struct amutex_lock l; };
+struct shared_count { struct async_mutex m; uint64_t value; };
+struct locker { struct shared_count *c; uint64_t left; bool active; struct async_mutex_lock l; };
 static enum poll locker_poll(void *self, struct context *cx, void *out)
 {
     (void)out;
@@ -246,15 +246,15 @@ static enum poll locker_poll(void *self, struct context *cx, void *out)
     struct locker *k = self;
     while (k->left > 0) {
         if (!k->active) {
-            amutex_lock_init(&k->l, &k->c->m);
+            async_mutex_lock_init(&k->l, &k->c->m);
             k->active = true;
         }
-        if (amutex_lock_poll(&k->l, cx) == POLL_PENDING)
+        if (async_mutex_lock_poll(&k->l, cx) == POLL_PENDING)
             return POLL_PENDING;
         k->c->value++;
-        amutex_lock_drop(&k->l);
+        async_mutex_lock_drop(&k->l);
         k->active = false;
-        amutex_unlock(&k->c->m);
+        async_mutex_unlock(&k->c->m);
         k->left--;
     }
     return POLL_READY;
@@ -341,23 +341,23 @@ static uint64_t one(struct ws_runtime *rt, const char *row)
         ops = 10000;
     } else if (!strcmp(row, "mutex1") || !strcmp(row, "mutex16")) {
         struct shared_count c = { .value = 0 };
-        amutex_init(&c.m);
+        async_mutex_init(&c.m);
         unsigned tasks = !strcmp(row, "mutex1") ? 1 : 16;
         struct mutex_root r = { .c = &c, .tasks = tasks, .per = 10000 / tasks };
         ok = ws_block_on(rt, future_of(&mutex_root_vt, &r), NULL);
         if (c.value != 10000)
             die("mutex count wrong");
-        amutex_destroy(&c.m);
+        async_mutex_destroy(&c.m);
         ops = 10000;
     } else if (!strcmp(row, "tree")) {
         struct node n = { .depth = 12 };
         uint64_t leaves = 0;
         struct join_handle *jh = ws_spawn(rt, future_of(&node_vt, &n), NULL);
-        struct join_future jf;
-        join_future_init(&jf, jh, &leaves);
+        struct join_future join;
+        join_future_init(&join, jh, &leaves);
         extern unsigned long block_on(struct future fut, void *out);
         enum join_status st;
-        block_on(join_future_as_future(&jf), &st);
+        block_on(join_future_as_future(&join), &st);
         join_handle_drop(jh);
         ok = leaves == 4096;
         ops = 8191;

@@ -5,6 +5,7 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -335,6 +336,16 @@ void lab_sleep_ms(unsigned ms)
     struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+void lab_spin_pause(unsigned turns)
+{
+    if (turns < (1u << 16)) {
+        sched_yield();
+        return;
+    }
+    struct timespec pause = { .tv_sec = 0, .tv_nsec = 20000 };
+    nanosleep(&pause, NULL);
 }
 
 void lab_monotonic_cond_init(pthread_cond_t *c)

@@ -3,7 +3,7 @@
 keeps what each report said, so two versions of the grader engine can be
 compared: a restructuring must not change a single verdict or word.
 
-    compare_reports.py record --root CHECKOUT --out DIR [--only STAGE] [--jobs 2]
+    compare_reports.py record --root CHECKOUT --out DIR [--only STAGE[,STAGE...]] [--jobs 2]
     compare_reports.py diff DIR_BEFORE DIR_AFTER
 
 `record` grades, with the engine and the data (rubric, tests, mutants) of
@@ -11,6 +11,8 @@ CHECKOUT and a fixed seed:
   solutions        every stage, every item
   labs             every stage, every item (the untouched skeleton)
   <stage>/<mutant> the mutant's stage, on the items it says it catches
+With --only 03,07 the mutants are those of stages 03 and 07 and solutions/
+and labs/ are graded on those stages only (the stages a change touched).
 and writes DIR/<name>.txt (the report, made comparable: timings, run
 directories and temporary paths replaced by fixed words) and DIR/<name>.json
 (item, status and score of each item of results.json, and the make status).
@@ -98,9 +100,15 @@ def record(args):
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="compare-"))
-    jobs = [("solutions", root / "solutions", "", ()), ("labs", root / "labs", "", ())]
+    only = [o.strip() for o in args.only.split(",") if o.strip()]
+    wanted = sorted(p.stem for p in (root / "grader" / "rubric").glob("[0-9][0-9]-*.toml"))
+    stages = ",".join(s for s in wanted if any(s.startswith(o) for o in only)) if only else ""
+    if only and not stages:
+        print(f"compare_reports: --only {args.only}: no stage starts so", file=sys.stderr)
+        return 2
+    jobs = [("solutions", root / "solutions", stages, ()), ("labs", root / "labs", stages, ())]
     for stage, name, patch, catches in mutants(root):
-        if args.only and not stage.startswith(args.only):
+        if only and not any(stage.startswith(o) for o in only):
             continue
         tree = scratch / stage / name
         shutil.copytree(root / "solutions", tree)
@@ -153,7 +161,8 @@ def main():
     r = sub.add_parser("record")
     r.add_argument("--root", type=pathlib.Path, required=True)
     r.add_argument("--out", type=pathlib.Path, required=True)
-    r.add_argument("--only", default="", help="only the mutants of stages whose name starts so (e.g. 01)")
+    r.add_argument("--only", default="", help="only the stages whose name starts so, comma-separated (e.g. 01 or 03,04): their mutants, "
+                   "and solutions/ and labs/ graded on them alone")
     r.add_argument("--jobs", type=int, default=2)
     d = sub.add_parser("diff")
     d.add_argument("before", type=pathlib.Path)

@@ -2,21 +2,30 @@
 """Grade a whole class: every student tree in a folder.
 
     grade_class.py SUBMISSIONS [--out gradebook.csv] [--jobs 2] [--stage N]
+                   [--hidden DIR] [--dispatch threads|slurm|parallel]
+                   [--hosts LIST] [--ssh CMD] [--sbatch-args ARGS]
 
-SUBMISSIONS holds one directory per student, each shaped like labs/. Each is
-graded by the ordinary grader (the same items, lanes and report), two at a
-time by default; the full report of each student lands beside the gradebook
-(reports/<student>.txt and reports/<student>.json). Then:
+SUBMISSIONS holds one entry per student: a directory (labs/ at the top or
+one folder down, stage folders, loose files) or a zip. Each is graded by the
+ordinary grader (the same items, lanes and report), `--jobs` at a time; the
+full report of each student lands beside the gradebook
+(reports/<student>.txt and reports/<student>.json). Where the gradings run
+(dispatch.py): threads here (the default), a Slurm job array (one student
+per task), or GNU parallel over ssh (--hosts, parallel's --sshlogin list).
+Then:
 
   gradebook.csv   one row per student, one column per stage, the total, the
-                  points judged, and the points left unjudged (a machine too
-                  loaded to judge a test gives "too slow to judge": regrade
-                  those students; the list is printed at the end)
+                  points judged, the points left unjudged, one column per
+                  item, and a "points possible" row (a machine too loaded
+                  to judge a test gives "not judged": regrade those
+                  students; the list is printed at the end)
   a summary       the items most students failed, with how many: the list to
                   read before the next lecture
+
+`grade_class.py one SUBMISSIONS --list FILE --index K ...` grades the K-th
+student of FILE alone (what each Slurm task or parallel job runs).
 """
 import argparse
-import concurrent.futures
 import csv
 import json
 import os
@@ -28,11 +37,13 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
+sys.path.insert(0, str(ROOT / "grader" / "course"))
 
+import dispatch  # noqa: E402
 from lab_grader import discover, rubric  # noqa: E402
 
 
-def grade_one(student, reports, stage, hidden, trees):
+def grade_one(student, reports, stage, hidden, trees, items=""):
     """Finds the student's work (discover.py: labs/ at the top or one folder
     down, stage folders, loose files, a zip), then grades it."""
     out_json = reports / f"{student.name}.json"
@@ -51,6 +62,8 @@ def grade_one(student, reports, stage, hidden, trees):
         cmd.append(f"--stage={stage}")
     if hidden:
         cmd.append(f"--hidden={hidden}")
+    if items:
+        cmd.append(f"--items={items}")
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, NO_COLOR="1"))
     (reports / f"{student.name}.txt").write_text(proc.stdout + proc.stderr)
@@ -59,19 +72,72 @@ def grade_one(student, reports, stage, hidden, trees):
     return student.name, data, proc.returncode, time.monotonic() - start, odd
 
 
-def main():
+def grade_and_record(student, reports, stage, hidden, trees, items=""):
+    """grade_one, with what the gradebook needs kept in reports/<name>.meta.json
+    (so a grading that ran on another node is read back the same way)."""
+    try:
+        name, data, rc, secs, why = grade_one(student, reports, stage, hidden, trees, items)
+    except Exception as e:  # noqa: BLE001 - one student's odd tree must not stop the class
+        name, rc, secs, why = student.name, 2, 0.0, f"the grader failed on this tree: {e}"
+    (reports / f"{name}.meta.json").write_text(json.dumps({"rc": rc, "seconds": secs, "why": why}))
+
+
+def read_back(student, reports):
+    """(data, rc, seconds, why) of a student graded by grade_and_record."""
+    meta = reports / f"{student.name}.meta.json"
+    if not meta.exists():
+        return None, 2, 0.0, "its grading never finished (a dispatch task that failed?)"
+    m = json.loads(meta.read_text())
+    out_json = reports / f"{student.name}.json"
+    data = json.loads(out_json.read_text()) if out_json.exists() else None
+    return data, m["rc"], m["seconds"], m["why"]
+
+
+def list_students(subs):
+    return sorted(p for p in subs.iterdir() if p.is_dir() or p.suffix == ".zip")
+
+
+def one(argv):
+    """`one SUBMISSIONS --list FILE --index K --reports R --trees T [--stage] [--hidden]`"""
+    ap = argparse.ArgumentParser(prog="grade_class.py one")
+    ap.add_argument("submissions", type=pathlib.Path)
+    ap.add_argument("--list", type=pathlib.Path, required=True)
+    ap.add_argument("--index", type=int, required=True)
+    ap.add_argument("--reports", type=pathlib.Path, required=True)
+    ap.add_argument("--trees", type=pathlib.Path, required=True)
+    ap.add_argument("--stage", default="")
+    ap.add_argument("--hidden", default="")
+    ap.add_argument("--items", default="")
+    a = ap.parse_args(argv)
+    names = a.list.read_text().splitlines()
+    if not 0 <= a.index < len(names):
+        print(f"grade_class.py one: --index {a.index} is not in 0..{len(names) - 1}", file=sys.stderr)
+        return 2
+    grade_and_record(a.submissions / names[a.index], a.reports, a.stage, a.hidden, a.trees, a.items)
+    return 0
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["one"]:
+        return one(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("submissions", type=pathlib.Path)
     ap.add_argument("--out", type=pathlib.Path, default=None, help="default: SUBMISSIONS/../gradebook.csv")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=2, help="gradings at once (per host, with --dispatch parallel)")
     ap.add_argument("--stage", default="")
     ap.add_argument("--hidden", default="", help="the instructor's hidden items and tests")
-    args = ap.parse_args()
+    ap.add_argument("--items", default="", help="only these items (make grade's ITEMS=): a regrade of one item")
+    ap.add_argument("--dispatch", choices=("threads", "slurm", "parallel"), default="threads")
+    ap.add_argument("--hosts", default=":", help="--dispatch parallel: its --sshlogin list (':' is this machine)")
+    ap.add_argument("--ssh", default="", help="--dispatch parallel: the ssh command (parallel's --ssh)")
+    ap.add_argument("--sbatch-args", default="", help="--dispatch slurm: more sbatch options (e.g. --partition=x)")
+    args = ap.parse_args(argv)
     subs = args.submissions.resolve()
     if not subs.is_dir():
         print(f"grade_class.py: SUBMISSIONS={subs}: no such directory", file=sys.stderr)
         return 2
-    students = sorted(p for p in subs.iterdir() if p.is_dir() or p.suffix == ".zip")
+    students = list_students(subs)
     if not students:
         print(f"grade_class.py: {subs} holds no student directory", file=sys.stderr)
         return 2
@@ -79,18 +145,39 @@ def main():
     out = (args.out or subs.parent / "gradebook.csv").resolve()
     reports = out.parent / "reports"
     reports.mkdir(parents=True, exist_ok=True)
+    trees = out.parent / "trees"   # each student's work as the grader found it
+    for s in students:
+        (reports / f"{s.name}.meta.json").unlink(missing_ok=True)
+    listing = reports / "students.txt"
+    listing.write_text("".join(s.name + "\n" for s in students))
+    command = [sys.executable, str(pathlib.Path(__file__).resolve()), "one", str(subs), "--list", str(listing),
+               "--reports", str(reports), "--trees", str(trees), f"--stage={args.stage}", f"--hidden={args.hidden}",
+               f"--items={args.items}"]
 
     start = time.monotonic()
     results, reasons = {}, {}
-    trees = out.parent / "trees"   # each student's work as the grader found it
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(grade_one, s, reports, args.stage, args.hidden, trees) for s in students]
-        for f in concurrent.futures.as_completed(futures):
-            name, data, rc, secs, why = f.result()
-            results[name] = data
-            reasons[name] = why
-            score = data["score"] if data else "no work found" if why else "error"
-            print(f"  graded {name}: {score} ({secs:.1f} s)" + (f": {why}" if why else ""), flush=True)
+
+    def done(k):
+        data, rc, secs, why = read_back(students[k], reports)
+        results[students[k].name], reasons[students[k].name] = data, why
+        score = data["score"] if data else "no work found" if why else "error"
+        print(f"  graded {students[k].name}: {score} ({secs:.1f} s)" + (f": {why}" if why else ""), flush=True)
+    try:
+        if args.dispatch == "threads":
+            dispatch.threads(len(students), lambda k: grade_and_record(students[k], reports, args.stage,
+                                                                        args.hidden, trees, args.items),
+                             args.jobs, done)
+        elif args.dispatch == "slurm":
+            job = dispatch.slurm(len(students), command, args.jobs, reports, args.sbatch_args.split())
+            print(f"  Slurm job array {job}: {len(students)} tasks done")
+        else:
+            dispatch.parallel(len(students), command, args.jobs, args.hosts, args.ssh or None)
+    except dispatch.DispatchError as e:
+        print(f"grade_class.py: --dispatch {args.dispatch}: {e}", file=sys.stderr)
+        return 2
+    if args.dispatch != "threads":
+        for k in range(len(students)):
+            done(k)
 
     failures = {}
     with open(out, "w", newline="") as fh:

@@ -65,7 +65,8 @@ class Assembler:
         if taken.refused:
             raise build.BuildError(taken.refused, "", kind="refused")
         dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
-        out = [self.builder.compile(taken.dir / src, variant, dirs, werror=self.werror) for src in sp.stage.sources]
+        out = [self.builder.compile(taken.dir / src, variant, dirs, werror=self.werror, jailed=True)
+               for src in sp.stage.sources]
         if variant == "plain":
             for src, c in zip(sp.stage.sources, out):
                 self._gate(plan, sp, taken.dir / src, c.obj, dirs)
@@ -115,11 +116,14 @@ class Assembler:
         hidden = self.hidden / "tests" / name if self.hidden else None
         return tests, ([hidden] if hidden is not None and hidden.is_dir() else [])
 
-    def build(self, plan, sp, deps):
-        """The stage's binaries. deps: {earlier stage: (usable, why)} for
-        every stage of sp.closure, decided by the pipeline."""
+    def build(self, plan, sp, deps, variants=build.VARIANTS):
+        """The stage's binaries, of the variants asked for (plain always: it
+        decides whether the stage is usable). deps: {earlier stage: (usable,
+        why)} for every stage of sp.closure, decided by the pipeline."""
+        variants = [v for v in build.VARIANTS if v in variants or v == "plain"]
+        codes = sorted({build.CODE_VARIANT[v] for v in variants})
         result = StageBuild(ok=False)
-        dep_objs = {v: [] for v in ("plain", "tsan")}
+        dep_objs = {v: [] for v in codes}
         try:
             for dep in sp.closure:
                 ok, why = deps[dep]
@@ -130,7 +134,7 @@ class Assembler:
                         dep_objs[v] += self.reference_objects(plan.of(dep), v)
                 if not ok:
                     result.notes.append(f"graded with the reference {dep} because your {dep} {why}")
-            mine = {v: self.student_objects(plan, sp, v) for v in ("plain", "tsan")}
+            mine = {v: self.student_objects(plan, sp, v) for v in codes}
         except build.BuildError as e:
             result.error = e
             return result
@@ -141,7 +145,7 @@ class Assembler:
         dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
         result.remarks = list(self.take_in(sp).notes)
         try:
-            for variant in build.VARIANTS:
+            for variant in variants:
                 code = build.CODE_VARIANT[variant]
                 objs = (self.builder.test_objects(tests_dir, variant, dirs, hidden) + [c.obj for c in mine[code]] +
                         dep_objs[code] + self.builder.common_objects(variant))
@@ -152,7 +156,7 @@ class Assembler:
         except build.BuildError as e:
             result.error = e
             return result
-        result.reference = {v: self.reference_binary(plan, sp, v) for v in build.VARIANTS}
+        result.reference = {v: self.reference_binary(plan, sp, v) for v in variants}
         result.ok = True
         return result
 

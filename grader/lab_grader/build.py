@@ -27,18 +27,25 @@ import signal
 import subprocess
 import threading
 
+from . import sandbox
+
 CC = os.environ.get("CC", "gcc")
 BASE = ["-std=c11", "-g", "-pthread"]
 WARN = ["-Wall", "-Wextra"]
 OPT = {"plain": ["-O2"], "vg": ["-O2"], "tsan": ["-O1", "-fsanitize=thread"]}
 WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign"
+# every lock and condition call the gate allows (gate.ALWAYS), for common/testing/explore.c
+WRAP += "".join(f",--wrap=pthread_{f}" for f in (
+    "mutex_lock", "mutex_trylock", "mutex_timedlock", "mutex_unlock", "cond_wait", "cond_timedwait",
+    "cond_clockwait", "cond_signal", "cond_broadcast", "spin_lock", "spin_trylock", "spin_unlock",
+    "rwlock_rdlock", "rwlock_wrlock", "rwlock_unlock"))
 VARIANTS = ("plain", "vg", "tsan")
 # the variant whose objects a lane variant links (student code is the same for plain and vg)
 CODE_VARIANT = {"plain": "plain", "vg": "plain", "tsan": "tsan"}
 VG_TIMEOUT_SCALE = 10
 
 COMMON_SOURCES = ["waker.c", "wake_obj.c", "driver.c", "coop.c", "lab_todo.c"]
-TESTING_SOURCES = ["harness.c", "wakers.c", "measure.c", "alloc_count.c", "futures.c", "virtual_clock.c"]
+TESTING_SOURCES = ["harness.c", "wakers.c", "measure.c", "alloc_count.c", "futures.c", "virtual_clock.c", "explore.c"]
 
 ERROR = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.*)$", re.M)
 UNDEFINED = re.compile(r"undefined reference to `([^']+)'")
@@ -50,6 +57,7 @@ UNDEFINED = re.compile(r"undefined reference to `([^']+)'")
 # timeout, not the driver alone.
 COMPILE_LIMITS = {"RLIMIT_AS": 4 << 30, "RLIMIT_CPU": 240, "RLIMIT_FSIZE": 512 << 20, "RLIMIT_CORE": 0}
 COMPILE_TIMEOUT = 300
+COMPILE_MEMORY = 4 << 30    # the jailed compiler's memory cgroup (as RLIMIT_AS)
 
 
 def _compile_limits():
@@ -60,19 +68,51 @@ def _compile_limits():
         resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
 
 
-def run_limited(cmd, timeout=COMPILE_TIMEOUT):
+def run_limited(cmd, timeout=COMPILE_TIMEOUT, output=None, jailed=False):
     """cmd under COMPILE_LIMITS in a session of its own: a CompletedProcess,
-    or one whose stderr says it was stopped."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=_compile_limits)
+    or one whose stderr says it was stopped. jailed: the input is the
+    student's, so also in a jail (sandbox.py: its own network, pids, memory
+    and CPU cgroups, a private directory with a disk quota), writing
+    `output` (the path after -o in cmd) and its temporary files there first;
+    the grader moves the output into place. The compiler keeps the grader's
+    user id: it must read the trees wherever they are (a pytest tmp folder is
+    root's alone), and the gate has refused, before it runs, every include
+    that reaches outside the stage, common/ and the system headers."""
+    jail = sandbox.shared().jail(memory=COMPILE_MEMORY, private=False, own_user=False) if jailed else None
+    cwd, env = None, None
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        err += f"\nerror: the compiler did not finish within {timeout} s and was stopped\n"
-        return subprocess.CompletedProcess(cmd, -9, out, err)
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        if jail is not None and jail.home is not None:
+            out_dir = jail.home / "out"
+            out_dir.mkdir()
+            if output is not None:
+                cmd = [str(out_dir / pathlib.Path(output).name) if c == str(output) else c for c in cmd]
+            cwd, env = out_dir, dict(os.environ, TMPDIR=str(out_dir))   # the compiler's temporary files too
+
+        def child():
+            _compile_limits()
+            if jail is not None:
+                jail.preexec()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
+                                start_new_session=True, preexec_fn=child)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            err += f"\nerror: the compiler did not finish within {timeout} s and was stopped\n"
+            code = -9
+        if code == 0 and output is not None and cwd is not None:
+            made = cwd / pathlib.Path(output).name
+            if made.is_symlink() or not made.is_file():
+                return subprocess.CompletedProcess(cmd, 1, out, err + "\nerror: the compiler left no output file\n")
+            shutil.copyfile(made, output)
+            if os.access(made, os.X_OK):
+                os.chmod(output, 0o755)
+        return subprocess.CompletedProcess(cmd, code, out, err)
+    finally:
+        if jail is not None:
+            jail.close()
 
 
 class BuildError(Exception):
@@ -132,8 +172,9 @@ class Builder:
                     parts += [h.name, h.read_bytes()]  # names and contents, not paths
         return _digest(*parts)
 
-    def compile(self, source, variant, stage_dirs, werror=False, extra=()):
-        """One object file; raises BuildError with the first error."""
+    def compile(self, source, variant, stage_dirs, werror=False, extra=(), jailed=False):
+        """One object file; raises BuildError with the first error. jailed:
+        the source is the student's (run_limited)."""
         source = pathlib.Path(source)
         if not source.is_file():
             raise BuildError(f"{source.name} is missing", "", kind="missing")
@@ -149,7 +190,7 @@ class Builder:
             if obj.exists():
                 return Compiled(obj, log.read_text() if log.exists() else "")
             tmp = obj.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
-            proc = run_limited([CC, *flags, *incs, "-c", str(source), "-o", str(tmp)])
+            proc = run_limited([CC, *flags, *incs, "-c", str(source), "-o", str(tmp)], output=tmp, jailed=jailed)
             out = proc.stdout + proc.stderr
             if proc.returncode != 0:
                 tmp.unlink(missing_ok=True)
@@ -162,10 +203,10 @@ class Builder:
             return Compiled(obj, out)
 
     def preprocess(self, source, variant, stage_dirs):
-        """The source after the preprocessor, with its line markers (for the
-        gate's look at the student's own lines)."""
+        """The student's source after the preprocessor, with its line markers
+        (for the gate's look at the student's own lines)."""
         flags = BASE + OPT[variant]
-        proc = run_limited([CC, *flags, *self.include_flags(variant, stage_dirs), "-E", str(source)])
+        proc = run_limited([CC, *flags, *self.include_flags(variant, stage_dirs), "-E", str(source)], jailed=True)
         if proc.returncode != 0:
             return ""   # the compile itself says what is wrong
         return proc.stdout
@@ -207,7 +248,7 @@ class Builder:
         output.parent.mkdir(parents=True, exist_ok=True)
         libs = ["-lcriterion"] if variant == "plain" else []
         flags = BASE + OPT[variant] + ["-rdynamic", WRAP]
-        proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs])
+        proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True)
         if proc.returncode != 0:
             out = proc.stdout + proc.stderr
             m = UNDEFINED.search(out)

@@ -15,7 +15,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 
-from . import records, sandbox
+from . import cpu_watch, records, sandbox
 from .jail import copy_back
 
 OUTPUT_CAP = 64 * 1024
@@ -119,6 +119,7 @@ class RunResult:
     refused: int      # forks the process limit refused (-1: met, not counted)
     oom_kills: int = 0  # processes the kernel killed for going over the run's memory limit
     memory: int = 0     # that limit
+    starved: str = ""   # when the machine gave the run too little CPU: what it got (cpu_watch)
 
 
 @dataclasses.dataclass
@@ -139,7 +140,8 @@ class Invocation:
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True)
-        jail = sandbox.shared().jail(memory=self.memory)
+        quota = os.environ.get("LAB_RUN_CPU_QUOTA")   # the grader's own tests of the starvation check
+        jail = sandbox.shared().jail(memory=self.memory, quota=float(quota) if quota else None)
         try:
             return self._execute(jail)
         finally:
@@ -186,6 +188,7 @@ class Invocation:
                 # grader started): every test of the run is reported as not run
                 out.write(f"[grader] could not start the test runner: {e}\n".encode())
                 return RunResult({}, {}, _tail(output), 0)
+            watch = cpu_watch.Watch(jail).start()
             try:
                 proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
@@ -197,6 +200,7 @@ class Invocation:
                 # session: any worker or process a test left behind; then the
                 # jail, for one that left the session
                 refused = jail.fork_failures()
+                watch.stop()
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -211,7 +215,7 @@ class Invocation:
         if work != self.run_dir:
             copy_back(work, self.run_dir)
         return RunResult(parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"),
-                         _tail(output), refused, oom, self.memory)
+                         _tail(output), refused, oom, self.memory, watch.describe() if watch.starved() else "")
 
 
 def _popen_retrying(cmd, **kw):

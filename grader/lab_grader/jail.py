@@ -38,6 +38,9 @@ class Jail:
     cgroup: pathlib.Path = None
     home: pathlib.Path = None  # the private directory (removed by close())
     memcg: pathlib.Path = None  # the run's memory cgroup, when the machine has one
+    cpucg: pathlib.Path = None  # the run's cpu cgroup (its share of the machine)
+    private: bool = True       # own /tmp and /dev/shm, where the machine allows
+    mounted: bool = False      # home is a tmpfs of its own (the run's disk quota)
 
     def preexec(self):
         sb = self.sandbox
@@ -45,6 +48,8 @@ class Jail:
             kernel.write(self.cgroup / "cgroup.procs", str(os.getpid()))
         if self.memcg is not None:
             kernel.write(self.memcg / "cgroup.procs", str(os.getpid()))
+        if self.cpucg is not None:
+            kernel.write(self.cpucg / "cgroup.procs", str(os.getpid()))
         if sb.netns == "root":
             kernel.unshare(kernel.CLONE_NEWNET)
             kernel.loopback_up()
@@ -55,7 +60,7 @@ class Jail:
             kernel.write("/proc/self/uid_map", f"{uid} {uid} 1")
             kernel.write("/proc/self/gid_map", f"{gid} {gid} 1")
             kernel.loopback_up()
-        if sb.private_dirs:
+        if sb.private_dirs and self.private:
             kernel.private_dirs(self.home)
         if self.uid >= 0:
             if self.cgroup is None:
@@ -83,6 +88,18 @@ class Jail:
             return -1 if tasks >= PIDS_MAX - 8 else 0
         return _counter(self.cgroup / "pids.events", "max")
 
+    def tasks(self):
+        """The thread ids of every task in the run now (its pids cgroup's
+        `tasks`, v1, or `cgroup.threads`, v2); [] without a cgroup."""
+        if self.cgroup is None:
+            return []
+        for name in ("tasks", "cgroup.threads"):
+            try:
+                return (self.cgroup / name).read_text().split()
+            except OSError:
+                continue
+        return []
+
     def oom_kills(self):
         """How many processes of this run the kernel killed for going over
         the run's memory limit."""
@@ -91,10 +108,11 @@ class Jail:
         return max(_counter(self.memcg / "memory.events", "oom_kill"),          # v2
                    _counter(self.memcg / "memory.oom_control", "oom_kill"))     # v1
 
-    def _remove_memcg(self):
-        for _ in range(100):
+    @staticmethod
+    def _remove_group(group):
+        for _ in range(100):   # a task that just exited may hold the cgroup for a moment
             try:
-                self.memcg.rmdir()
+                group.rmdir()
                 return
             except FileNotFoundError:
                 return
@@ -133,19 +151,18 @@ class Jail:
                 except ProcessLookupError:
                     pass
             threading.Event().wait(0.02)
-        for _ in range(100):  # a task that just exited may hold the cgroup for a moment
-            try:
-                self.cgroup.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                threading.Event().wait(0.01)
+        self._remove_group(self.cgroup)
 
     def close(self):
         self.kill_all()
-        if self.memcg is not None:
-            self._remove_memcg()
+        for group in (self.memcg, self.cpucg):
+            if group is not None:
+                self._remove_group(group)
+        if self.mounted:
+            try:
+                kernel.umount(self.home)
+            except OSError:
+                pass
         if self.home is not None:
             shutil.rmtree(self.home, ignore_errors=True)
 

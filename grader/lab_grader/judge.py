@@ -113,6 +113,14 @@ def judge_run(tests, result, binary, nonce, hang_hints):
     run. A run that met the process limit says so on every failure."""
     sym = records.Symbolizer(binary)
     outs = {t: judge(t, result.report, result.records, sym, nonce, hang_hints.get(t, "")) for t in tests}
+    if result.starved:
+        # the kernel's numbers, not the run's: a test that ran out of time
+        # while the machine gave it almost no CPU says nothing of the code
+        for o in outs.values():
+            if o.verdict in (Verdict.TIMEOUT, Verdict.MISSING):
+                o.verdict = Verdict.STARVED
+                o.message = (f"not judged, regrade: the machine was too busy ({result.starved}); "
+                             "the test ran out of time without the CPU to run")
     for note in ([fork_limit_note(result.refused)] if result.refused else []) + \
             ([oom_note(result.oom_kills, result.memory)] if result.oom_kills else []):
         for o in outs.values():

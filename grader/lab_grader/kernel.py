@@ -16,6 +16,8 @@ MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 PRIVATE_DIRS = ("/tmp", "/dev/shm")  # each run gets empty ones
+PRIVATE_DIR_SIZE = 256 << 20  # bytes each of them may hold (a tmpfs is memory: it counts against the run's)
+MNT_DETACH = 2
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
@@ -36,6 +38,20 @@ def mount(source, target, fstype, flags, data):
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 
 
+def umount(target):
+    """Detaches the mount at target (lazily: a file still open in it keeps
+    the tmpfs alive until it is closed, and nothing else sees it)."""
+    if _libc.umount2(str(target).encode(), MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"umount {target}: {os.strerror(err)}")
+
+
+def tmpfs(target, size, mode):
+    """A tmpfs of at most `size` bytes on target: a disk quota for whatever
+    is written below it (ENOSPC past it)."""
+    mount("tmpfs", str(target), "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
+
+
 def private_dirs(home):
     """In a new mount namespace: empty tmpfs on /tmp and /dev/shm, with the
     run's private directory (home, which may live under /tmp) bound back in
@@ -46,7 +62,7 @@ def private_dirs(home):
     try:
         for d in PRIVATE_DIRS:
             if os.path.isdir(d):
-                mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+                mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, f"size={PRIVATE_DIR_SIZE},mode=1777")
         if keep >= 0 and any(str(home).startswith(d + "/") for d in PRIVATE_DIRS):
             os.makedirs(home, mode=0o711, exist_ok=True)
             mount(f"/proc/self/fd/{keep}", str(home), None, MS_BIND, None)

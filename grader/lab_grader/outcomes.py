@@ -27,12 +27,13 @@ class Verdict(_Word):
     MISSING = "missing"             # the test did not run at all
     TOO_SLOW = "too-slow"           # timed out, and the reference is as slow right now: not judged
     UNJUDGED = "unjudged"           # the test itself said the machine cannot judge (lab_cannot_judge)
+    STARVED = "starved"             # out of time while the machine gave the run almost no CPU (cpu_watch)
 
 
 # verdicts that say nothing of the code: the item is not judged, not failed
-NOT_JUDGED_VERDICTS = (Verdict.TOO_SLOW, Verdict.UNJUDGED)
+NOT_JUDGED_VERDICTS = (Verdict.TOO_SLOW, Verdict.UNJUDGED, Verdict.STARVED)
 # verdicts after which a slower lane would only time out again
-HUNG_VERDICTS = (Verdict.TIMEOUT, Verdict.TOO_SLOW)
+HUNG_VERDICTS = (Verdict.TIMEOUT, Verdict.TOO_SLOW, Verdict.STARVED)
 
 
 class Status(_Word):

@@ -119,9 +119,13 @@ class Pipeline:
 
     def _stage(self, sp):
         name = sp.stage.name
+        lanes_wanted = sp.lanes() - set(QUICK_SKIPS if self.plan.quick else ()) if self._run_lanes else set()
         try:
             deps = {d: self.usable[d].result() for d in sp.closure}
-            b = self.assembler.build(self.plan, sp, deps)
+            # only the binaries its lanes run (a mutant graded on one plain item links no TSan build)
+            variants = ({lanes.LANES[n].variant for n in lanes_wanted if n in lanes.LANES} if self._run_lanes
+                        else set(build.VARIANTS))   # build_only: every binary (make debug runs the vg one)
+            b = self.assembler.build(self.plan, sp, deps, variants)
         except BaseException as e:  # noqa: BLE001 - whoever waits for the build sees it
             self.builds[name].set_exception(e)
             if name in self.usable:
@@ -132,7 +136,6 @@ class Pipeline:
         if name in self.usable:
             jobs.append(spawn(self._decide_usable, sp, b))
         if b.ok and sp.items and self._run_lanes:
-            lanes_wanted = sp.lanes() - set(QUICK_SKIPS if self.plan.quick else ())
             if "plain" in lanes_wanted:
                 jobs.append(spawn(self.plain, sp))
             jobs += [spawn(self.race, sp, i) for i in sp.items if i.lane == "race"]

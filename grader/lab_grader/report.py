@@ -12,6 +12,7 @@ VERDICT_WORDS = {
     Verdict.FAIL: "failed", Verdict.TIMEOUT: "timed out", Verdict.CRASH: "crashed", Verdict.NOT_STARTED: "not started",
     Verdict.EXITED_EARLY: "left early", Verdict.MEMORY: "memory error", Verdict.RACE: "data race",
     Verdict.MISSING: "did not run", Verdict.TOO_SLOW: "too slow to judge", Verdict.UNJUDGED: "cannot judge here",
+    Verdict.STARVED: "starved of CPU",
 }
 
 

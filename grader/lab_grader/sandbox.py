@@ -22,6 +22,16 @@ far as the machine allows, and the grader says how far that was:
             and each run has its own) and `kill -9 -1` as that user does the
             killing; otherwise there is no process limit, and the report says
             so. LAB_SANDBOX_CGROUP=0 leaves the cgroup out (to test that path).
+  cpu       A cpu cgroup per run, all of equal weight: a run that starts 500
+            busy threads gets one run's share of the machine, not 500 tasks'
+            worth, and the runs beside it keep theirs. What a run's tasks got
+            and how long they waited for a CPU is read from the kernel
+            (/proc/<tid>/schedstat) while it runs, so a test that timed out
+            because others held the CPU is told from one that hung (invoke.py).
+  disk      The run's private directory is a tmpfs of RUN_DISK bytes, and the
+            private /tmp and /dev/shm are tmpfs of kernel.PRIVATE_DIR_SIZE: a
+            test that fills the disk meets ENOSPC there, the machine's disk
+            never fills.
   files     A new mount namespace with an empty /tmp and /dev/shm of its own
             (tmpfs), the run's private directory bound back in at its place.
             Criterion names its socket /tmp/criterion_<pid>.sock and its
@@ -47,13 +57,34 @@ from . import kernel
 from .jail import PIDS_MAX, Jail
 
 MEMORY_MAX = 3 << 30    # bytes of memory one run may hold (the lanes say their own; see invoke.py)
+RUN_DISK = 512 << 20    # bytes a run's private directory may hold (a tmpfs)
 UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
 
+def _own_v1_group(name):
+    """This process's own cgroup folder in v1's hierarchy of controller
+    `name`, or None: the runs' groups are made below it, so every limit the
+    grader itself is under (a container's, a test's 0.5-CPU quota) holds for
+    them too."""
+    try:
+        lines = pathlib.Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if name in controllers.split(","):
+            for mount in (controllers, name):
+                d = pathlib.Path("/sys/fs/cgroup") / mount / path.lstrip("/")
+                if (d / "cgroup.procs").exists():
+                    return d
+    return None
+
+
 def _controller_root(name):
-    """A directory where a cgroup of controller `name` (pids, memory) can be
-    made: cgroup v1's hierarchy of that name, or v2 where it is enabled."""
-    v1 = pathlib.Path("/sys/fs/cgroup") / name
-    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
+    """A directory where a cgroup of controller `name` (pids, memory, cpu)
+    can be made: this process's own group in cgroup v1's hierarchy of that
+    name, or v2 where it is enabled."""
+    v1 = _own_v1_group(name)
+    if v1 is not None and os.access(v1, os.W_OK):
         return v1
     for v2 in (pathlib.Path("/sys/fs/cgroup"), pathlib.Path("/sys/fs/cgroup/unified")):
         try:
@@ -78,6 +109,8 @@ class Sandbox:
         self.base = None
         self._group = None
         self._mem_group = None
+        self._cpu_group = None
+        self.disk_quota = False   # the run's directory is a tmpfs of RUN_DISK bytes
         if not enabled:
             self.why_not.append("sandbox turned off (LAB_SANDBOX=0)")
             return
@@ -105,6 +138,24 @@ class Sandbox:
                 self._mem_group = None
         else:
             self.why_not.append("no memory limit per run beyond the process limits (no writable memory cgroup)")
+        cpu_root = (_controller_root("cpu") if self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0" else None)
+        if cpu_root is not None:
+            _remove_stale_groups(cpu_root)
+            self._cpu_group = cpu_root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
+            try:
+                self._cpu_group.mkdir()
+                if (cpu_root / "cgroup.subtree_control").exists():
+                    kernel.write(self._cpu_group / "cgroup.subtree_control", "+cpu")
+            except OSError as e:
+                self.why_not.append(f"no CPU share per run (a cpu cgroup was refused: {e.strerror})")
+                self._cpu_group = None
+        else:
+            self.why_not.append("no CPU share per run (no writable cpu cgroup): a run's threads compete one by one")
+        if self.root:
+            self.disk_quota = _tmpfs_works(self.base)
+        if not self.disk_quota:
+            self.why_not.append("no disk quota per run (a tmpfs could not be mounted): "
+                                "only the 32-MiB limit on each file")
         if self.pids_root is None and not self.root:
             self.why_not.append("no process limit (neither a writable pids cgroup nor a user id of its own)")
         for mode in (("root",) if self.root else ("user",)):
@@ -138,14 +189,30 @@ class Sandbox:
         finally:
             jail.close()
 
-    def jail(self, memory=MEMORY_MAX):
+    def jail(self, memory=MEMORY_MAX, private=True, quota=None, own_user=True):
+        """One run's Jail. private=False: no mount namespace of its own;
+        own_user=False: the grader's user id (both for the compiler, which
+        reads the trees wherever they are, /tmp and folders only root may
+        enter included); quota: CPUs the run may use (LAB_RUN_CPU_QUOTA; only
+        the grader's own tests set it)."""
         if not self.enabled:
             return Jail(self)
-        j = Jail(self)
-        if self.root:
+        j = Jail(self, private=private)
+        if self.root and own_user:
             j.uid = UID_BASE + secrets.randbelow(1 << 30)
         j.home = pathlib.Path(tempfile.mkdtemp(prefix="run-", dir=self.base))
         os.chmod(j.home, 0o711)
+        if self.disk_quota:
+            try:
+                kernel.tmpfs(j.home, RUN_DISK, 0o711)
+                j.mounted = True
+            except OSError:
+                pass   # this run without a quota; the probe said the machine allows it
+        if self._cpu_group is not None:
+            j.cpucg = self._cpu_group / secrets.token_hex(6)
+            j.cpucg.mkdir()
+            if quota is not None:   # a run held to `quota` CPUs (tests of the starvation check)
+                _set_cpu_quota(j.cpucg, quota)
         if self._group is not None:
             j.cgroup = self._group / secrets.token_hex(6)
             j.cgroup.mkdir()
@@ -175,13 +242,17 @@ class Sandbox:
             parts.append(f"at most {PIDS_MAX} tasks (RLIMIT_NPROC)")
         if self._mem_group is not None:
             parts.append("a memory limit per run (memory cgroup)")
+        if self._cpu_group is not None:
+            parts.append("an equal CPU share per run (cpu cgroup)")
+        if self.disk_quota:
+            parts.append(f"{RUN_DISK >> 20} MiB of disk per run (tmpfs)")
         line = "sandbox: " + ", ".join(parts)
         if self.why_not:
             line += "\n  (" + "; ".join(self.why_not) + ")"
         return line
 
     def close(self):
-        for g in (self._group, self._mem_group):
+        for g in (self._group, self._mem_group, self._cpu_group):
             if g is not None:
                 try:
                     g.rmdir()
@@ -201,6 +272,28 @@ def shared():
             _shared = Sandbox(enabled=os.environ.get("LAB_SANDBOX", "1") != "0")
             atexit.register(_shared.close)
         return _shared
+
+
+def _tmpfs_works(base):
+    """Can this process mount (and unmount) a tmpfs below base?"""
+    probe = pathlib.Path(tempfile.mkdtemp(prefix="probe-", dir=base))
+    try:
+        kernel.tmpfs(probe, 1 << 20, 0o700)
+        kernel.umount(probe)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.rmdir()
+
+
+def _set_cpu_quota(group, cpus):
+    period = 100000
+    if (group / "cpu.max").exists():                       # v2
+        kernel.write(group / "cpu.max", f"{int(cpus * period)} {period}")
+    else:                                                   # v1
+        kernel.write(group / "cpu.cfs_period_us", str(period))
+        kernel.write(group / "cpu.cfs_quota_us", str(int(cpus * period)))
 
 
 def _remove_stale_groups(root):

@@ -232,3 +232,59 @@ def test_stale_criterion_sockets_of_other_users(tmp_path, caps):
     assert len(planted) > 1000
     assert g.returncode == 0, "a stale socket of another user id stopped a run:\n" + g.output[-3000:]
     assert "own /tmp and /dev/shm" in g.output
+
+
+def test_a_disk_filler_meets_the_runs_quota(tmp_path, caps):
+    """signal_new fills its run's directory and /tmp with 32-MiB files until
+    the disk says no, then goes on as the reference does: the test passes
+    when the quota stopped it (and aborts, failing, when it wrote past it);
+    nothing is left on the machine's disk."""
+    if not (caps["root"] and sandbox.shared().disk_quota):
+        pytest.skip("no disk quota on this machine (not root, or a tmpfs could not be mounted)")
+    base = sandbox.shared().base
+    tree = hostile_tree(tmp_path, '    {\n'
+                                  '        static char chunk[1 << 20];\n'
+                                  '        static int filled;\n'
+                                  '        long long total = 0;\n'
+                                  '        const char *dirs[] = { ".", "/tmp", "/dev/shm" };\n'
+                                  '        for (int d = 0; d < 3 && !filled; d++)\n'
+                                  '            for (int n = 0;; n++) {\n'
+                                  '                char name[64];\n'
+                                  '                snprintf(name, sizeof name, "%s/fill-%d", dirs[d], n);\n'
+                                  '                FILE *f = fopen(name, "w");\n'
+                                  '                int mib = 0;\n'
+                                  '                while (f && mib < 32 && fwrite(chunk, 1, sizeof chunk, f) == sizeof chunk)\n'
+                                  '                    mib++, total += sizeof chunk;\n'
+                                  '                if (!f || fclose(f) != 0 || mib < 32)\n'
+                                  '                    break;\n'
+                                  '            }\n'
+                                  '        filled = 1;\n'
+                                  '        if (total > (1LL << 30) + (1LL << 29))\n'
+                                  '            abort();   /* wrote past every quota */\n'
+                                  '    }\n', includes=("stdio.h", "stdlib.h"))
+    g = grade(tmp_path, tree, stage="01-signal", items=[ITEM], timeout=300)
+    assert g.item(f"01-signal/{ITEM}")["score"] == 1, g.output[-3000:]
+    left = [p for p in base.rglob("fill-*")]
+    assert not left, f"the filler's files outlived its run: {left[:3]}"
+
+
+def _spin_or_sleep(tmp_path, spin):
+    body = "    for (volatile unsigned long i = 0;; i++)\n        ;\n" if spin else "    for (;;)\n        pause();\n"
+    return hostile_tree(tmp_path, body, includes=("unistd.h",))
+
+
+def test_a_starved_test_is_not_judged_and_a_deadlock_still_fails(tmp_path, caps, monkeypatch):
+    """Each run held to 2 % of a CPU (LAB_RUN_CPU_QUOTA): a test that spins
+    until its limit got almost no CPU while it waited for one, so the kernel's
+    numbers say the machine starved it: not judged, regrade. A test that
+    sleeps forever waits for no CPU: a hang, failed, under the same quota."""
+    if not (caps["root"] and caps["pids"]):
+        pytest.skip("the run's tasks are found through its pids cgroup (root)")
+    monkeypatch.setenv("LAB_RUN_CPU_QUOTA", "0.02")
+    spin = grade(tmp_path, _spin_or_sleep(tmp_path / "spin", True), stage="01-signal", items=[ITEM], timeout=300)
+    r = spin.item(f"01-signal/{ITEM}")
+    assert r["score"] == 0 and r.get("extra_data", {}).get("judged") is False, spin.output[-3000:]
+    assert "not judged, regrade: the machine was too busy" in spin.output, spin.output[-3000:]
+    sleep = grade(tmp_path, _spin_or_sleep(tmp_path / "sleep", False), stage="01-signal", items=[ITEM], timeout=300)
+    assert sleep.item(f"01-signal/{ITEM}")["status"] == "failed", sleep.output[-3000:]
+    assert "too busy" not in sleep.output, sleep.output[-3000:]

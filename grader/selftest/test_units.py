@@ -258,6 +258,30 @@ def test_quotes_catch_a_stale_excerpt(tmp_path):
     assert problems and "has no 'end quote: pair'" in problems[0]
 
 
+
+def test_quotes_catch_a_drifted_contract_clause(tmp_path):
+    """A chapter quotes a header's numbered clauses by number: a clause whose
+    text changes, or a number the header does not have, fails the check."""
+    import quotes
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "labs").mkdir()
+    src = tmp_path / "labs" / "w.h"
+    src.write_text("/* w.h\n *\n * The contract:\n *  1. Never early.\n *  2. Late by less\n *     than a tick.\n"
+                   " *       - when idle;\n *\n * Threads: none.\n */\nint w;\n")
+    doc = tmp_path / "docs" / "ch.md"
+    doc.write_text("Text.\n\n<!-- contract: labs/w.h#2 -->\n<!-- end contract -->\n")
+    assert quotes.run(tmp_path, write=False)[0]                       # empty: not the header's text
+    assert quotes.run(tmp_path, write=True)[0] == []
+    assert "- **2.** Late by less\n  than a tick.\n    - when idle;\n<!-- end" in doc.read_text()
+    assert "Never early" not in doc.read_text() and "Threads" not in doc.read_text()
+    assert quotes.run(tmp_path, write=False) == ([], 1)
+    src.write_text(src.read_text().replace("than a tick", "than two ticks"))
+    problems, _ = quotes.run(tmp_path, write=False)
+    assert len(problems) == 1 and "contract 2 no longer matches" in problems[0] and "two ticks" in problems[0]
+    doc.write_text(doc.read_text().replace("#2", "#1,3"))
+    problems, _ = quotes.run(tmp_path, write=False)
+    assert problems and "has no contract clause 3" in problems[0]
+
 def test_cpus_counts_quota_and_affinity(tmp_path, monkeypatch):
     """machine.cpus(): Gradescope's half-CPU quota and a pinned process are
     one CPU, whatever os.cpu_count() says."""

@@ -4,8 +4,9 @@
  * once the task completes (if it still exists then), and the join waker slot
  * while JOIN_WAKER is clear. join.h numbers the six rules that keep the
  * handle and the completing thread out of each other's way; every function
- * below says which rule it follows. Memory orders are task.c's: every CAS is
- * acq_rel (acquire on failure), loads are acquire.
+ * below says which rule it follows. The state word's transitions are
+ * task_state.c's (its memory orders too: task_state.h); this file does what
+ * they answer.
  *
  * The join handle is the struct task itself, seen through another type: a
  * join handle costs no allocation of its own.
@@ -18,17 +19,6 @@
 #include "lab_todo.h"
 
 static inline struct task *task_of(const struct join_handle *jh) { return (struct task *)jh; }
-
-static inline uint64_t state_load(struct task *t)
-{
-    return atomic_load_explicit(&t->state, memory_order_acquire); /* pairs with every acq_rel CAS */
-}
-
-static inline bool state_cas(struct task *t, uint64_t *cur, uint64_t next)
-{
-    return atomic_compare_exchange_weak_explicit(&t->state, cur, next, memory_order_acq_rel,
-                                                 memory_order_acquire);
-}
 
 /* ---- the join waker slot (given) ----------------------------------------------------
  * A waker goes into the slot as a clone of the joiner's. When the joiner is a
@@ -85,7 +75,7 @@ enum poll join_handle_poll(struct join_handle *jh, struct context *cx, void *out
 
 bool join_handle_is_finished(const struct join_handle *jh)
 {
-    return state_load(task_of(jh)) & TASK_COMPLETE;
+    return task_state_load(&task_of(jh)->state) & TASK_COMPLETE;
 }
 
 /* ---- abort ---------------------------------------------------------------------------- */
@@ -93,7 +83,7 @@ bool join_handle_is_finished(const struct join_handle *jh)
 void join_handle_abort(struct join_handle *jh)
 {
     (void)jh;
-    LAB_TODO("set CANCELLED; an idle task must also be queued (NOTIFIED, +1) so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort)");
+    LAB_TODO("the abort transition (rows 11-11''): an idle task is queued, so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort)");
 }
 
 /* ---- drop ------------------------------------------------------------------------------- */
@@ -108,9 +98,9 @@ void join_handle_drop(struct join_handle *jh)
 
 static enum poll join_future_poll(void *self, struct context *cx, void *out)
 {
-    struct join_future *jf = self;
+    struct join_future *join = self;
     enum join_status st;
-    if (join_handle_poll(jf->jh, cx, jf->out, &st) == POLL_PENDING)
+    if (join_handle_poll(join->jh, cx, join->out, &st) == POLL_PENDING)
         return POLL_PENDING;
     *(enum join_status *)out = st;
     return POLL_READY;
@@ -119,15 +109,15 @@ static enum poll join_future_poll(void *self, struct context *cx, void *out)
 static const struct future_vtable join_future_vt =
     FUTURE_VTABLE_INIT(struct join_future, sizeof(enum join_status), join_future_poll, NULL);
 
-void join_future_init(struct join_future *jf, struct join_handle *jh, void *out)
+void join_future_init(struct join_future *join, struct join_handle *jh, void *out)
 {
-    jf->jh = jh;
-    jf->out = out;
+    join->jh = jh;
+    join->out = out;
 }
 
-struct future join_future_as_future(struct join_future *jf)
+struct future join_future_as_future(struct join_future *join)
 {
-    return future_of(&join_future_vt, jf);
+    return future_of(&join_future_vt, join);
 }
 
 /* ---- test hooks ---- */

@@ -1,31 +1,15 @@
 /* task.c - stage 03: the task cell, its state word and its wakers.
  *
- * Everything that happens to a task is a transition of one atomic word
- * (task.h draws it). Each transition below is one compare-and-swap loop:
+ * Everything that happens to a task is a transition of one atomic word,
+ * and task_state.c makes every one of them (task_state.h draws the word and
+ * names what each transition answers). This file does what the answers say:
+ * it polls, schedules, completes, wakes the joiner and frees, after the
+ * transition, never inside its CAS loop, where a retry would repeat it.
+ * docs/03-executor.md#the-transition-table lists every transition: state
+ * before, event, state after, who may do it.
  *
- *     uint64_t cur = atomic_load(&t->state);
- *     for (;;) {
- *         uint64_t next = <what cur becomes>;          (decide from a whole state)
- *         if (atomic_compare_exchange_weak(&t->state, &cur, next))
- *             break;                                  (nobody changed it meanwhile)
- *     }                                               (else cur now holds the new value: decide again)
- *     <act on what the transition decided>
- *
- * The loop decides from one snapshot of the word and writes its decision only
- * if the word is still that snapshot, so two threads can never both believe
- * they won the same transition. docs/03-executor.md#the-transition-table
- * lists every transition: state before, event, state after, who may do it.
- *
- * Memory orders, once for the whole file:
- *   - every successful CAS is acq_rel: release, because the thread that makes
- *     a transition publishes what it wrote before it (a stored join waker, the
- *     output, a wake's data); acquire, because the next thread to act on the
- *     task must see all that. Failed CASes are acquire for the same reason.
- *   - a reference increment from an existing reference is relaxed: it
- *     publishes nothing, and the reference it copies keeps the task alive.
- *   - a decrement is acq_rel: the release half orders the holder's use of
- *     the task before the decrement, the acquire half lets whoever reaches
- *     zero see every other holder's writes before it frees.
+ * Memory orders are task_state.h's; the one this file adds: the trace
+ * hooks' looks at the word order nothing (task_state_peek, relaxed).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,20 +25,6 @@ static const struct waker_vtable task_joining_waker_vtable;
 /* Helpers in this lab are `static inline`: besides inviting the compiler to
  * inline them, it keeps it quiet about the ones the skeleton does not call
  * yet. */
-
-static inline uint64_t state_load(struct task *t)
-{
-    /* acquire: pairs with the acq_rel CAS of whoever changed the word last */
-    return atomic_load_explicit(&t->state, memory_order_acquire);
-}
-
-/* One attempt of a CAS loop: true when the word still held *cur and now holds
- * next; false when it had changed (then *cur is the new value). */
-static inline bool state_cas(struct task *t, uint64_t *cur, uint64_t next)
-{
-    return atomic_compare_exchange_weak_explicit(&t->state, cur, next, memory_order_acq_rel,
-                                                 memory_order_acquire);
-}
 
 static inline void die(const char *what)
 {
@@ -104,7 +74,7 @@ struct task *task_new(struct scheduler *s, struct future fut, task_output_drop_f
 static inline void ref_inc(struct task *t)
 {
     (void)t;
-    LAB_TODO("+1 reference, relaxed; refuse to overflow the count (docs/03-executor.md#references)");
+    LAB_TODO("+1 reference; stop the program when the count would overflow (docs/03-executor.md#references)");
 }
 
 /* Gives back `refs` references and `joining` joining marks at once. */
@@ -113,7 +83,7 @@ static inline void ref_dec(struct task *t, uint64_t refs, uint64_t joining)
     (void)t;
     (void)refs;
     (void)joining;
-    LAB_TODO("one fetch_sub; the holder that takes the count to zero frees the task (docs/03-executor.md#references)");
+    LAB_TODO("give them back; the holder that takes the count to zero frees the task (docs/03-executor.md#references)");
 }
 
 void task_drop_reference(struct task *t)
@@ -129,7 +99,7 @@ void task_drop_reference(struct task *t)
 static inline void wake_by_ref(struct task *t)
 {
     (void)t;
-    LAB_TODO("idle -> NOTIFIED with +1 and schedule; RUNNING -> NOTIFIED only; already NOTIFIED, COMPLETE or CANCELLED -> nothing (docs/03-executor.md#the-transition-table)");
+    LAB_TODO("the transition (rows 7-7'''), then schedule when it says so (docs/03-executor.md#the-transition-table)");
 }
 
 /* Wake by value: consumes the caller's reference, plus `joining` joining
@@ -139,7 +109,7 @@ static inline void wake_by_val(struct task *t, uint64_t joining)
 {
     (void)t;
     (void)joining;
-    LAB_TODO("like wake_by_ref, but the waker's reference is consumed: it becomes the queue entry's, or is given back (docs/03-executor.md#the-transition-table)");
+    LAB_TODO("the transition (rows 8-8'), then schedule or free as it says (docs/03-executor.md#the-transition-table)");
 }
 
 /* ---- the waker vtable: a waker is a task reference ----------------------------------- */
@@ -175,7 +145,7 @@ static inline bool trace_arrow(struct task *t)
 {
     /* relaxed: only decides whether to draw an arrow; no wake of a complete
      * task leads to a poll */
-    return !(atomic_load_explicit(&t->state, memory_order_relaxed) & TASK_COMPLETE);
+    return !(task_state_peek(&t->state) & TASK_COMPLETE);
 }
 static void task_waker_wake_traced(const void *data)
 {
@@ -221,8 +191,7 @@ static void joining_wake(const void *data)
 #ifdef LAB_TRACE
     struct task *t = (struct task *)data;
     if (trace_enabled())
-        trace_wake_begin(&t->trace, !(atomic_load_explicit(&t->state, memory_order_relaxed) &
-                                      TASK_COMPLETE)); /* relaxed: as in trace_arrow */
+        trace_wake_begin(&t->trace, trace_arrow(t));
     wake_by_val(t, 1);
     trace_wake_end();
 #else
@@ -240,11 +209,8 @@ static const struct waker_vtable task_joining_waker_vtable = {
 
 struct waker task_joining_waker(struct task *t)
 {
-    /* relaxed, like every increment from a reference we hold (the context's) */
-    uint64_t prev = atomic_fetch_add_explicit(&t->state, TASK_REF_ONE + TASK_JOINING_ONE,
-                                              memory_order_relaxed); /* +1 ref, +1 joining */
-    if (task_state_refs(prev) >= (UINT64_C(1) << 31) ||
-        task_state_joining(prev) >= (TASK_JOINING_MASK >> TASK_JOINING_SHIFT))
+    /* from a reference we hold (the context's) */
+    if (!task_state_ref_inc(&t->state, 1)) /* +1 ref, +1 joining */
         die("reference or joining count overflow");
     return (struct waker){ .data = t, .vtable = &task_joining_waker_vtable };
 }
@@ -263,16 +229,12 @@ struct task *task_of_waker(const struct waker *w, const struct scheduler *s)
  * CANCELLED) and we hold RUNNING. Leaves the scheduler, publishes COMPLETE,
  * hands the output to the join handle or drops it, wakes the joiner, and
  * gives back `refs` references (the poller's, if any) plus the list's.
- *
- * The common case costs one atomic read-modify-write: when nothing is left
- * to do with the task after COMPLETE (no join waker to wake, no output that
- * could still become ours), the references are given back in the same CAS
- * that sets COMPLETE. Tokio's task does the same (transition_to_terminal). */
+ * task_state_to_complete says which of those are left after COMPLETE. */
 static inline void complete(struct task *t, uint64_t refs)
 {
     (void)t;
     (void)refs;
-    LAB_TODO("release; RUNNING -> COMPLETE in one CAS (with the references when nothing is left to do); then the output (rule 5 of join.h), the join waker (rule 4), the references (docs/03-executor.md#completing)");
+    LAB_TODO("release hook; drop the output first when JOIN_INTEREST is already clear; the transition; then what it says: the late output (rule 5 of join.h), the join waker (rule 4), the references (docs/03-executor.md#completing)");
 }
 
 /* We hold RUNNING on a task whose future must go without being polled. */
@@ -288,13 +250,13 @@ static inline void cancel(struct task *t, uint64_t refs)
 void task_run(struct task *t)
 {
     (void)t;
-    LAB_TODO("NOTIFIED -> RUNNING (stale entries just give their reference back); poll with a waker that borrows our reference; Ready: complete; Pending: RUNNING -> idle, requeue if NOTIFIED, cancel if CANCELLED (docs/03-executor.md#running-a-task)");
+    LAB_TODO("to running (a stale entry only gives its reference back); poll with a waker that borrows our reference; Ready: complete; Pending: to idle, then requeue or cancel as it says (docs/03-executor.md#running-a-task)");
 }
 
 void task_shutdown(struct task *t)
 {
     (void)t;
-    LAB_TODO("take RUNNING and CANCELLED (leave NOTIFIED: its queue entry is still out there), then cancel (docs/03-executor.md#freeing-the-executor)");
+    LAB_TODO("the shutdown transition (RUNNING and CANCELLED, NOTIFIED kept), then cancel (docs/03-executor.md#freeing-the-executor)");
 }
 
 /* ---- what the scheduler asks ------------------------------------------------------------- */
@@ -310,7 +272,7 @@ bool task_has_outside_waker(const struct task *t)
 uint64_t task_test_state(const struct task *t)
 {
     /* relaxed: a look for tests, which order themselves (join, or run returned) */
-    return atomic_load_explicit(&((struct task *)t)->state, memory_order_relaxed);
+    return task_state_peek(&t->state);
 }
 
 /* ---- tracing (given; task.h, docs/tracing.md) ---- */
@@ -333,7 +295,7 @@ void task_run_traced(struct task *t)
         return;
     }
     /* relaxed: only labels the run; the queue reference we hold keeps t alive */
-    uint64_t s = atomic_load_explicit(&t->state, memory_order_relaxed);
+    uint64_t s = task_state_peek(&t->state);
     if (s & (TASK_COMPLETE | TASK_RUNNING)) {
         task_run(t); /* a stale entry: nothing is polled, nothing to draw */
         return;

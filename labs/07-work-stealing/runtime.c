@@ -12,6 +12,11 @@
  *   idle_state, sleepers: the idle protocol below;
  *   owned list: owned_lock.
  *
+ * Yours: notify_parked and park_idle (the idle protocol), push_local and
+ * ws_schedule (the queues), next_task, search and run_task (the worker
+ * loop), and ws_runtime_free's teardown. The structs are given in
+ * runtime_given.h; the rest of this file is given too.
+ *
  * The idle protocol (docs/07-work-stealing.md#the-idle-protocol). The
  * state is one word, idle_state = (unparked << 16) | searching, changed only
  * by seq_cst read-modify-writes, so all its changes are in one total order
@@ -49,191 +54,13 @@
 #include "parker.h"
 #define LAB_RUNTIME_C /* this file defines the real ws_spawn and ws_block_on (runtime.h, tracing) */
 #include "runtime.h"
+
+/* The structs and the traced wrappers are given, in runtime_given.h; parking
+ * one worker is given at the end of this file. From here on, the file is the
+ * idle protocol, the queues, the worker loop, creating and freeing: yours
+ * where a TODO says so. */
+#include "runtime_given.h"
 #include "lab_todo.h"
-
-enum { PARK_EMPTY, PARK_CONDVAR, PARK_DRIVER, PARK_NOTIFIED };
-
-#define IDLE_SEARCHING_ONE UINT64_C(1)
-#define IDLE_UNPARKED_ONE (UINT64_C(1) << 16)
-#define IDLE_SEARCHING_MASK UINT64_C(0xffff)
-
-/* The watch (park_idle): a worker that goes to sleep while another is awake
- * parks with a timeout, starting at 1 ms and doubling on each fruitless
- * watch up to 16 ms, so a task in the LIFO slot of a worker stuck in a long
- * poll waits 16 ms at the most while a worker sleeps. */
-#define WS_WATCH_MIN_NS INT64_C(1000000)
-#define WS_WATCH_MAX_NS INT64_C(16000000)
-
-static inline uint64_t idle_searching(uint64_t s) { return s & IDLE_SEARCHING_MASK; }
-static inline uint64_t idle_unparked(uint64_t s) { return s >> 16; }
-
-struct ws_worker {
-    struct deque deque;               /* first: aligned to 64 */
-    /* the LIFO slot: one queue reference, or NULL; filled by its worker,
-     * emptied by anyone. A line of its own: searchers read it, and must not
-     * take the line of the worker's own fields below with it. */
-    _Alignas(64) _Atomic(struct task *) lifo;
-    _Alignas(64) struct ws_runtime *rt;
-    unsigned index;
-    /* own */
-    unsigned tick;                    /* tasks taken so far (fairness) */
-    uint64_t rng;                     /* victim choice */
-    bool searching;                   /* counted as searching in idle_state */
-    bool in_task;                     /* inside run_task: a wake may use the LIFO slot */
-    bool sleeping;                    /* in rt->sleepers (idle_lock) */
-    int64_t watch_ns;                 /* the next watch's park timeout (park_idle) */
-    struct task *spill[DEQUE_CAPACITY / 2 + 1]; /* steal and overflow batches */
-    /* parking */
-    _Atomic int park_state;           /* PARK_*: seq_cst, see worker_park */
-    pthread_mutex_t park_lock;        /* makes the condvar handshake atomic */
-    pthread_cond_t park_cond;         /* signalled when park_state becomes NOTIFIED */
-    pthread_t thread;
-};
-
-struct ws_runtime {
-    struct scheduler sched;           /* first: a task's scheduler pointer is the runtime */
-    struct driver driver;             /* borrowed, or own_parker's */
-    struct parker *own_parker;
-    unsigned nworkers;
-    struct ws_worker *workers;        /* aligned array of nworkers */
-    struct injector injector;
-    /* the idle protocol (docs/07-work-stealing.md#the-idle-protocol) */
-    _Atomic uint64_t idle_state;      /* (unparked << 16) | searching; seq_cst RMWs */
-    pthread_mutex_t idle_lock;        /* protects sleepers, nsleepers, worker->sleeping */
-    unsigned sleepers[WS_MAX_WORKERS];
-    unsigned nsleepers;
-    _Atomic bool driver_busy;         /* a worker is inside the driver (only one may be) */
-    _Atomic bool shutdown;            /* workers leave their loop */
-    pthread_mutex_t owned_lock;       /* protects owned, live, closing */
-    struct task *owned;               /* every task not yet complete: one list reference each */
-    size_t live;
-    bool closing;
-    _Atomic(ws_test_hook_fn) test_hook; /* set while workers run: acquire/release */
-    void *test_arg;
-};
-
-/* The worker running on this thread, or NULL: own thread only. */
-static _Thread_local struct ws_worker *current;
-
-static inline struct ws_runtime *rt_of(struct scheduler *s) { return (struct ws_runtime *)s; }
-
-static inline void test_point(struct ws_runtime *rt, enum ws_test_point p, unsigned idx)
-{
-    /* acquire: pairs with ws_test_set_hook's release, so test_arg is seen */
-    ws_test_hook_fn fn = atomic_load_explicit(&rt->test_hook, memory_order_acquire);
-    if (__builtin_expect(fn != NULL, 0))
-        fn(rt, p, idx, rt->test_arg);
-}
-
-static inline uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-/* ---- parking one worker ------------------------------------------------------- */
-
-/* Wakes w if it is parked; else makes its next park return at once. */
-static inline void worker_unpark(struct ws_worker *w)
-{
-    /* seq_cst: pairs with the parker's CAS into PARKED_*; and what we did
-     * before (pushed a task, set shutdown) is seen when it wakes */
-    int prev = atomic_exchange_explicit(&w->park_state, PARK_NOTIFIED, memory_order_seq_cst);
-    if (prev == PARK_CONDVAR) {
-        trace_unpark(); /* a driver's unpark is traced by driver_unpark (driver.h) */
-        /* The parker holds park_lock from its check to its wait: taking it
-         * here means it is waiting (or saw NOTIFIED): the signal is not lost. */
-        pthread_mutex_lock(&w->park_lock);
-        pthread_mutex_unlock(&w->park_lock);
-        pthread_cond_signal(&w->park_cond);
-    } else if (prev == PARK_DRIVER) {
-        driver_unpark(w->rt->driver); /* its token is not lost either (driver.h) */
-    }
-}
-
-/* Sleeps until worker_unpark, the timeout (ns; DRIVER_PARK_FOREVER: none)
- * or a spurious return. The first idle worker to get here parks in the
- * driver, so timers (and I/O) still fire; the others on their condition
- * variable. */
-static inline void worker_park(struct ws_worker *w, int64_t timeout_ns)
-{
-    struct ws_runtime *rt = w->rt;
-    int expect = PARK_EMPTY;
-    /* acquire: pairs with the release store that gave the driver back */
-    if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
-        if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_DRIVER,
-                                                    memory_order_seq_cst, memory_order_seq_cst))
-            driver_park(rt->driver, timeout_ns);
-        atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
-        atomic_store_explicit(&rt->driver_busy, false, memory_order_release);    /* give it back */
-        return;
-    }
-    struct timespec until;
-    if (timeout_ns >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &until); /* park_cond's clock */
-        until.tv_sec += timeout_ns / 1000000000 + (until.tv_nsec + timeout_ns % 1000000000) / 1000000000;
-        until.tv_nsec = (until.tv_nsec + timeout_ns % 1000000000) % 1000000000;
-    }
-    pthread_mutex_lock(&w->park_lock);
-    if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_CONDVAR,
-                                                memory_order_seq_cst, memory_order_seq_cst)) {
-        trace_park_begin(timeout_ns); /* empty unless built with -DLAB_TRACE (trace.h) */
-        bool woken = true;
-        while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR) {
-            if (timeout_ns < 0) {
-                pthread_cond_wait(&w->park_cond, &w->park_lock);
-            } else if (pthread_cond_timedwait(&w->park_cond, &w->park_lock, &until) == ETIMEDOUT) {
-                woken = false;
-                break;
-            }
-        }
-        trace_park_end(woken);
-    }
-    atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
-    pthread_mutex_unlock(&w->park_lock);
-}
-
-/* ---- tracing (common/trace.h, docs/tracing.md) ------------------------------------- */
-
-#ifdef LAB_TRACE
-/* Traced (given): in this file, a steal from another worker's deque and a
- * pop from the injector by a worker go through these wrappers, which record
- * a "steal" (victim, count) or an "injector pull" instant on the worker's
- * thread. A steal from a worker's own deque (the overflow into the
- * injector) is no steal. Without -DLAB_TRACE the calls are the plain ones. */
-static inline void trace_steal_from(struct deque *d, size_t n)
-{
-    if (n && current && d != &current->deque) {
-        struct ws_worker *victim = (struct ws_worker *)(void *)((char *)d - offsetof(struct ws_worker, deque));
-        trace_steal(victim->index, (uint32_t)n);
-    }
-}
-static inline size_t deque_steal_half_traced(struct deque *d, void **out, size_t max)
-{
-    size_t n = deque_steal_half(d, out, max);
-    trace_steal_from(d, n);
-    return n;
-}
-static inline enum deque_steal deque_steal_traced(struct deque *d, void **out)
-{
-    enum deque_steal r = deque_steal(d, out);
-    trace_steal_from(d, r == DEQUE_STOLEN);
-    return r;
-}
-static inline struct task *injector_pop_traced(struct injector *q)
-{
-    struct task *t = injector_pop(q);
-    if (t && current)
-        trace_injector_pull(1);
-    return t;
-}
-#define deque_steal_half(d, out, max) deque_steal_half_traced(d, out, max)
-#define deque_steal(d, out) deque_steal_traced(d, out)
-#define injector_pop(q) injector_pop_traced(q)
-#endif
 
 /* ---- the idle protocol ---------------------------------------------------------- */
 
@@ -462,24 +289,35 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
     rt->sched.vtable = &ws_scheduler_vtable;
     rt->driver = driver;
     rt->nworkers = workers;
-    injector_init(&rt->injector);
-    pthread_mutex_init(&rt->idle_lock, NULL);
-    pthread_mutex_init(&rt->owned_lock, NULL);
+    /* Each init that can fail is undone, in reverse, by the labels at the end. */
+    if (injector_init(&rt->injector) != 0)
+        goto no_injector;
+    if (pthread_mutex_init(&rt->idle_lock, NULL) != 0)
+        goto no_idle_lock;
+    if (pthread_mutex_init(&rt->owned_lock, NULL) != 0)
+        goto no_owned_lock;
     /* every worker starts awake, not searching */
     atomic_init(&rt->idle_state, (uint64_t)workers * IDLE_UNPARKED_ONE);
     atomic_init(&rt->driver_busy, false);
     atomic_init(&rt->shutdown, false);
-    for (unsigned i = 0; i < workers; i++) {
-        struct ws_worker *w = &rt->workers[i];
+    unsigned ready; /* workers whose park_lock and park_cond exist */
+    for (ready = 0; ready < workers; ready++) {
+        struct ws_worker *w = &rt->workers[ready];
+        unsigned i = ready;
         deque_init(&w->deque);
         atomic_init(&w->lifo, NULL);
         atomic_init(&w->park_state, PARK_EMPTY);
-        pthread_mutex_init(&w->park_lock, NULL);
+        if (pthread_mutex_init(&w->park_lock, NULL) != 0)
+            goto no_workers;
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* worker_park's timeout */
-        pthread_cond_init(&w->park_cond, &ca);
+        int rc = pthread_cond_init(&w->park_cond, &ca);
         pthread_condattr_destroy(&ca);
+        if (rc != 0) {
+            pthread_mutex_destroy(&w->park_lock);
+            goto no_workers;
+        }
         w->rt = rt;
         w->index = i;
         w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
@@ -493,6 +331,21 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
         }
     }
     return rt;
+
+no_workers:
+    while (ready-- > 0) {
+        pthread_mutex_destroy(&rt->workers[ready].park_lock);
+        pthread_cond_destroy(&rt->workers[ready].park_cond);
+    }
+    pthread_mutex_destroy(&rt->owned_lock);
+no_owned_lock:
+    pthread_mutex_destroy(&rt->idle_lock);
+no_idle_lock:
+    injector_destroy(&rt->injector);
+no_injector:
+    free(rt->workers);
+    free(rt);
+    return NULL;
 }
 
 struct ws_runtime *ws_runtime_new_default(unsigned workers)
@@ -556,10 +409,10 @@ bool ws_block_on(struct ws_runtime *rt, struct future fut, void *out)
     struct join_handle *jh = ws_spawn(rt, fut, NULL);
     if (!jh)
         return false;
-    struct join_future jf;
-    join_future_init(&jf, jh, out);
+    struct join_future join;
+    join_future_init(&join, jh, out);
     enum join_status st = JOIN_CANCELLED;
-    block_on(join_future_as_future(&jf), &st);
+    block_on(join_future_as_future(&join), &st);
     join_handle_drop(jh);
     return st == JOIN_OK;
 }
@@ -567,6 +420,68 @@ bool ws_block_on(struct ws_runtime *rt, struct future fut, void *out)
 struct ws_runtime *ws_current(void) { return current ? current->rt : NULL; }
 int ws_current_worker(void) { return current ? (int)current->index : -1; }
 unsigned ws_workers(struct ws_runtime *rt) { return rt->nworkers; }
+
+/* ---- parking one worker (given; declared in runtime_given.h) ------------------ */
+
+/* Wakes w if it is parked; else makes its next park return at once. */
+static inline void worker_unpark(struct ws_worker *w)
+{
+    /* seq_cst: pairs with the parker's CAS into PARKED_*; and what we did
+     * before (pushed a task, set shutdown) is seen when it wakes */
+    int prev = atomic_exchange_explicit(&w->park_state, PARK_NOTIFIED, memory_order_seq_cst);
+    if (prev == PARK_CONDVAR) {
+        trace_unpark(); /* a driver's unpark is traced by driver_unpark (driver.h) */
+        /* The parker holds park_lock from its check to its wait: taking it
+         * here means it is waiting (or saw NOTIFIED): the signal is not lost. */
+        pthread_mutex_lock(&w->park_lock);
+        pthread_mutex_unlock(&w->park_lock);
+        pthread_cond_signal(&w->park_cond);
+    } else if (prev == PARK_DRIVER) {
+        driver_unpark(w->rt->driver); /* its token is not lost either (driver.h) */
+    }
+}
+
+/* Sleeps until worker_unpark, the timeout (ns; DRIVER_PARK_FOREVER: none)
+ * or a spurious return. The first idle worker to get here parks in the
+ * driver, so timers (and I/O) still fire; the others on their condition
+ * variable. */
+static inline void worker_park(struct ws_worker *w, int64_t timeout_ns)
+{
+    struct ws_runtime *rt = w->rt;
+    int expect = PARK_EMPTY;
+    /* acquire: pairs with the release store that gave the driver back */
+    if (!atomic_exchange_explicit(&rt->driver_busy, true, memory_order_acquire)) {
+        if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_DRIVER,
+                                                    memory_order_seq_cst, memory_order_seq_cst))
+            driver_park(rt->driver, timeout_ns);
+        atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
+        atomic_store_explicit(&rt->driver_busy, false, memory_order_release);    /* give it back */
+        return;
+    }
+    struct timespec until;
+    if (timeout_ns >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &until); /* park_cond's clock */
+        until.tv_sec += timeout_ns / 1000000000 + (until.tv_nsec + timeout_ns % 1000000000) / 1000000000;
+        until.tv_nsec = (until.tv_nsec + timeout_ns % 1000000000) % 1000000000;
+    }
+    pthread_mutex_lock(&w->park_lock);
+    if (atomic_compare_exchange_strong_explicit(&w->park_state, &expect, PARK_CONDVAR,
+                                                memory_order_seq_cst, memory_order_seq_cst)) {
+        trace_park_begin(timeout_ns); /* empty unless built with -DLAB_TRACE (trace.h) */
+        bool woken = true;
+        while (atomic_load_explicit(&w->park_state, memory_order_seq_cst) == PARK_CONDVAR) {
+            if (timeout_ns < 0) {
+                pthread_cond_wait(&w->park_cond, &w->park_lock);
+            } else if (pthread_cond_timedwait(&w->park_cond, &w->park_lock, &until) == ETIMEDOUT) {
+                woken = false;
+                break;
+            }
+        }
+        trace_park_end(woken);
+    }
+    atomic_store_explicit(&w->park_state, PARK_EMPTY, memory_order_seq_cst); /* consume */
+    pthread_mutex_unlock(&w->park_lock);
+}
 
 /* ---- test hooks ---- */
 

@@ -43,15 +43,15 @@
 /* BEGIN STUDENT HIDDEN */
 /* Where the one-shot is in its life. Wakers, values and handles hang off it:
  *
- *   WAITING --complete--> COMPLETED --poll--> TAKEN
- *      |                                        ^
- *      +--producer dropped--> CLOSED ---poll----+
+ *   WAITING --complete--> COMPLETED --poll--> CONSUMED
+ *      |                                           ^
+ *      +--producer dropped--> CLOSED ---poll-------+
  */
 enum signal_phase {
     PHASE_WAITING,   /* no outcome yet; `waker` may hold the latest poller's waker */
     PHASE_COMPLETED, /* the producer's value is stored here, not delivered yet */
     PHASE_CLOSED,    /* the producer left without completing; not delivered yet */
-    PHASE_TAKEN,     /* a poll returned Ready: the outcome has been delivered */
+    PHASE_CONSUMED,  /* a poll returned Ready: the outcome has been delivered */
 };
 /* END STUDENT */
 
@@ -205,13 +205,13 @@ enum poll signal_future_poll(struct signal_future *future, struct context *cx,
         /* Move the value out: from now on the caller owns it. */
         *out = (struct signal_output){ .outcome = SIGNAL_VALUE, .value = s->value };
         s->value = NULL;
-        s->phase = PHASE_TAKEN;
+        s->phase = PHASE_CONSUMED;
         break;
     case PHASE_CLOSED:
         *out = (struct signal_output){ .outcome = SIGNAL_CLOSED, .value = NULL };
-        s->phase = PHASE_TAKEN;
+        s->phase = PHASE_CONSUMED;
         break;
-    case PHASE_TAKEN:
+    case PHASE_CONSUMED:
         /* Fused: a poll after Ready answers Ready again, with nothing. */
         *out = (struct signal_output){ .outcome = SIGNAL_TAKEN, .value = NULL };
         break;

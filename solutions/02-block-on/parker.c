@@ -79,15 +79,23 @@ struct parker *parker_new(void)
     wake_obj_init(&p->obj, &parker_obj_ops); /* refs = 1: the creator's reference */
     /* BEGIN STUDENT: start EMPTY; a mutex; a condition variable timed on CLOCK_MONOTONIC (docs/02-block-on.md#the-parker) */
     atomic_init(&p->state, PARKER_EMPTY);
-    pthread_mutex_init(&p->lock, NULL);
+    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p); /* nobody else has a reference yet */
+        return NULL;
+    }
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     /* pthread_cond_timedwait reads its deadline on the condvar's clock, which
      * is CLOCK_REALTIME unless we say otherwise; our deadlines are monotonic
      * so that a change of the wall clock cannot stretch or cut a timeout. */
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &attr);
+    int rc = pthread_cond_init(&p->cond, &attr);
     pthread_condattr_destroy(&attr);
+    if (rc != 0) {
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return NULL;
+    }
     /* END STUDENT */
     return p;
 }

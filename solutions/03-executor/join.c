@@ -4,8 +4,9 @@
  * once the task completes (if it still exists then), and the join waker slot
  * while JOIN_WAKER is clear. join.h numbers the six rules that keep the
  * handle and the completing thread out of each other's way; every function
- * below says which rule it follows. Memory orders are task.c's: every CAS is
- * acq_rel (acquire on failure), loads are acquire.
+ * below says which rule it follows. The state word's transitions are
+ * task_state.c's (its memory orders too: task_state.h); this file does what
+ * they answer.
  *
  * The join handle is the struct task itself, seen through another type: a
  * join handle costs no allocation of its own.
@@ -17,17 +18,6 @@
 #include "join.h"
 
 static inline struct task *task_of(const struct join_handle *jh) { return (struct task *)jh; }
-
-static inline uint64_t state_load(struct task *t)
-{
-    return atomic_load_explicit(&t->state, memory_order_acquire); /* pairs with every acq_rel CAS */
-}
-
-static inline bool state_cas(struct task *t, uint64_t *cur, uint64_t next)
-{
-    return atomic_compare_exchange_weak_explicit(&t->state, cur, next, memory_order_acq_rel,
-                                                 memory_order_acquire);
-}
 
 /* ---- the join waker slot (given) ----------------------------------------------------
  * A waker goes into the slot as a clone of the joiner's. When the joiner is a
@@ -83,7 +73,7 @@ static inline enum poll take_output(struct task *t, void *out, enum join_status 
 static inline bool register_join_waker(struct task *t, const struct waker *w)
 {
     /* BEGIN STUDENT: COMPLETE: return true, the slot may hold a waker already woken (rule 4); rule 3 (same waker: done; else clear JOIN_WAKER unless COMPLETE, drop the old), rule 1 (write the slot), rule 2 (set JOIN_WAKER unless COMPLETE) (docs/03-executor.md#the-join-handle-and-its-waker) */
-    uint64_t cur = state_load(t);
+    uint64_t cur = task_state_load(&t->state);
     /* Complete since the caller looked: the completing thread may already
      * have woken our old waker and cleared JOIN_WAKER, leaving that waker in
      * the slot for us to drop (rule 1). Writing the slot now would lose it. */
@@ -94,25 +84,16 @@ static inline bool register_join_waker(struct task *t, const struct waker *w)
          * completing thread, never writes it while we exist (rule 4). */
         if (join_waker_is(t, w))
             return false;
-        for (;;) {
-            if (cur & TASK_COMPLETE)
-                return true;
-            if (state_cas(t, &cur, cur & ~TASK_JOIN_WAKER))
-                break;
-        }
+        if (task_state_unset_join_waker(&t->state) == TASK_JOIN_COMPLETE)
+            return true;
         waker_drop(&t->join_waker); /* -1: the old waker's reference; rule 1: the slot is ours */
     }
     t->join_waker = join_waker_for(t, w); /* +1 (see join_waker_for) */
-    /* Rule 2: publish it. release (in the acq_rel): the completing thread's
-     * acquire CAS then sees the waker we just wrote. */
-    cur = state_load(t);
-    for (;;) {
-        if (cur & TASK_COMPLETE) {
-            waker_drop(&t->join_waker); /* -1: too late, the slot is still ours: empty it */
-            return true;
-        }
-        if (state_cas(t, &cur, cur | TASK_JOIN_WAKER))
-            break;
+    /* Rule 2: publish it (the transition's release makes the completing
+     * thread see the waker we just wrote). */
+    if (task_state_set_join_waker(&t->state) == TASK_JOIN_COMPLETE) {
+        waker_drop(&t->join_waker); /* -1: too late, the slot is still ours: empty it */
+        return true;
     }
     return false;
     /* END STUDENT */
@@ -124,7 +105,7 @@ enum poll join_handle_poll(struct join_handle *jh, struct context *cx, void *out
     /* BEGIN STUDENT: COMPLETE: take the output; else register cx's waker (unless cx is NULL) and say Pending, unless the task completed meanwhile (docs/03-executor.md#the-join-handle-and-its-waker) */
     struct task *t = task_of(jh);
     /* acquire: pairs with the completing CAS (release), which published the output */
-    if (state_load(t) & TASK_COMPLETE)
+    if (task_state_load(&t->state) & TASK_COMPLETE)
         return take_output(t, out, status);
     if (!cx)
         return POLL_PENDING;
@@ -136,32 +117,16 @@ enum poll join_handle_poll(struct join_handle *jh, struct context *cx, void *out
 
 bool join_handle_is_finished(const struct join_handle *jh)
 {
-    return state_load(task_of(jh)) & TASK_COMPLETE;
+    return task_state_load(&task_of(jh)->state) & TASK_COMPLETE;
 }
 
 /* ---- abort ---------------------------------------------------------------------------- */
 
 void join_handle_abort(struct join_handle *jh)
 {
-    /* BEGIN STUDENT: set CANCELLED; an idle task must also be queued (NOTIFIED, +1) so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort) */
+    /* BEGIN STUDENT: the abort transition (rows 11-11''): an idle task is queued, so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort) */
     struct task *t = task_of(jh);
-    uint64_t cur = state_load(t);
-    bool submit;
-    for (;;) {
-        uint64_t next;
-        submit = false;
-        if (cur & (TASK_COMPLETE | TASK_CANCELLED))
-            return; /* too late, or already asked */
-        if (cur & (TASK_RUNNING | TASK_NOTIFIED)) {
-            next = cur | TASK_CANCELLED; /* the poller, or the queue entry, will see it */
-        } else {
-            next = (cur | TASK_CANCELLED | TASK_NOTIFIED) + TASK_REF_ONE; /* +1: the queue entry's */
-            submit = true;
-        }
-        if (state_cas(t, &cur, next))
-            break;
-    }
-    if (submit)
+    if (task_state_to_notified_and_cancelled(&t->state) == TASK_NOTIFY_SCHEDULE)
         t->scheduler->vtable->schedule(t->scheduler, t, SCHEDULE_WAKE);
     /* END STUDENT */
 }
@@ -172,7 +137,7 @@ void join_handle_drop(struct join_handle *jh)
 {
     /* BEGIN STUDENT: not complete: take the waker back (rule 3), then clear JOIN_INTEREST and -1 in one CAS; complete: clear JOIN_INTEREST, drop the output (rule 6) and the waker if the slot is ours, then -1 (docs/03-executor.md#the-join-handle-and-its-waker) */
     struct task *t = task_of(jh);
-    uint64_t cur = state_load(t);
+    uint64_t cur = task_state_load(&t->state);
 
     /* The common case first: complete, and ours is the only reference left.
      * Then nobody else can touch the word again, and we need no CAS at all
@@ -186,37 +151,27 @@ void join_handle_drop(struct join_handle *jh)
         return;
     }
 
-    /* First our waker, while the task is not complete (rule 3, then rule 1). */
-    if ((cur & TASK_JOIN_WAKER) && !(cur & TASK_COMPLETE)) {
-        for (;;) {
-            if (cur & TASK_COMPLETE)
-                break; /* completed meanwhile: the completing thread has the slot (rule 4) */
-            if (state_cas(t, &cur, cur & ~TASK_JOIN_WAKER)) {
-                waker_drop(&t->join_waker); /* -1: the slot's waker */
-                cur &= ~TASK_JOIN_WAKER;
-                break;
-            }
-        }
-    }
+    /* First our waker, while the task is not complete (rule 3, then rule 1);
+     * completed meanwhile: the completing thread has the slot (rule 4). */
+    if ((cur & TASK_JOIN_WAKER) && !(cur & TASK_COMPLETE) &&
+        task_state_unset_join_waker(&t->state) == TASK_JOIN_DONE)
+        waker_drop(&t->join_waker); /* -1: the slot's waker */
 
-    for (;;) {
-        if (cur & TASK_COMPLETE) {
-            /* Keep our reference for now: we still touch the output. */
-            if (state_cas(t, &cur, cur & ~TASK_JOIN_INTEREST))
-                break;
-        } else {
-            /* Nothing of ours is left in the task: clear the interest and give
-             * the reference back in one step, so that no snapshot ever shows
-             * one without the other (the deadlock check reads them together). */
-            uint64_t next = (cur & ~TASK_JOIN_INTEREST) - TASK_REF_ONE; /* -1: the join handle's */
-            if (state_cas(t, &cur, next)) {
-                if (task_state_refs(next) == 0)
-                    free(t); /* cannot happen while the list holds one; kept for schedulers without a list */
-                return;
-            }
-        }
+    bool slot_ours;
+    switch (task_state_to_join_handle_dropped(&t->state)) {
+    case TASK_JOIN_DROP_FREE:
+        free(t); /* cannot happen while the list holds one; kept for schedulers without a list */
+        return;
+    case TASK_JOIN_DROP_DONE:
+        return; /* nothing of ours was left in the task */
+    case TASK_JOIN_DROP_OUTPUT_WAKER:
+        slot_ours = true;
+        break;
+    case TASK_JOIN_DROP_OUTPUT:
+    default:
+        slot_ours = false;
+        break;
     }
-
     /* Complete, and JOIN_INTEREST was set when it completed: the output is ours
      * (rules 5 and 6). */
     if (t->stage == TASK_STAGE_OUTPUT && t->drop_output)
@@ -225,7 +180,7 @@ void join_handle_drop(struct join_handle *jh)
     /* JOIN_WAKER clear: the slot is ours (rule 1), maybe with a waker the
      * completing thread already woke. Set: the completing thread still has
      * it and will drop it, since it will find JOIN_INTEREST clear (rule 4). */
-    if (!(cur & TASK_JOIN_WAKER))
+    if (slot_ours)
         waker_drop(&t->join_waker); /* -1, or nothing when the slot is empty */
     task_drop_reference(t); /* -1: the join handle's */
     /* END STUDENT */
@@ -235,9 +190,9 @@ void join_handle_drop(struct join_handle *jh)
 
 static enum poll join_future_poll(void *self, struct context *cx, void *out)
 {
-    struct join_future *jf = self;
+    struct join_future *join = self;
     enum join_status st;
-    if (join_handle_poll(jf->jh, cx, jf->out, &st) == POLL_PENDING)
+    if (join_handle_poll(join->jh, cx, join->out, &st) == POLL_PENDING)
         return POLL_PENDING;
     *(enum join_status *)out = st;
     return POLL_READY;
@@ -246,15 +201,15 @@ static enum poll join_future_poll(void *self, struct context *cx, void *out)
 static const struct future_vtable join_future_vt =
     FUTURE_VTABLE_INIT(struct join_future, sizeof(enum join_status), join_future_poll, NULL);
 
-void join_future_init(struct join_future *jf, struct join_handle *jh, void *out)
+void join_future_init(struct join_future *join, struct join_handle *jh, void *out)
 {
-    jf->jh = jh;
-    jf->out = out;
+    join->jh = jh;
+    join->out = out;
 }
 
-struct future join_future_as_future(struct join_future *jf)
+struct future join_future_as_future(struct join_future *join)
 {
-    return future_of(&join_future_vt, jf);
+    return future_of(&join_future_vt, join);
 }
 
 /* ---- test hooks ---- */

@@ -86,8 +86,8 @@ struct join_future {
     void *out;              /* where the task's output goes on JOIN_OK */
 };
 
-void join_future_init(struct join_future *jf, struct join_handle *jh, void *out);
-struct future join_future_as_future(struct join_future *jf);
+void join_future_init(struct join_future *join, struct join_handle *jh, void *out);
+struct future join_future_as_future(struct join_future *join);
 
 /* ---- test hooks ---- */
 

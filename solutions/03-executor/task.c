@@ -1,31 +1,15 @@
 /* task.c - stage 03: the task cell, its state word and its wakers.
  *
- * Everything that happens to a task is a transition of one atomic word
- * (task.h draws it). Each transition below is one compare-and-swap loop:
+ * Everything that happens to a task is a transition of one atomic word,
+ * and task_state.c makes every one of them (task_state.h draws the word and
+ * names what each transition answers). This file does what the answers say:
+ * it polls, schedules, completes, wakes the joiner and frees, after the
+ * transition, never inside its CAS loop, where a retry would repeat it.
+ * docs/03-executor.md#the-transition-table lists every transition: state
+ * before, event, state after, who may do it.
  *
- *     uint64_t cur = atomic_load(&t->state);
- *     for (;;) {
- *         uint64_t next = <what cur becomes>;          (decide from a whole state)
- *         if (atomic_compare_exchange_weak(&t->state, &cur, next))
- *             break;                                  (nobody changed it meanwhile)
- *     }                                               (else cur now holds the new value: decide again)
- *     <act on what the transition decided>
- *
- * The loop decides from one snapshot of the word and writes its decision only
- * if the word is still that snapshot, so two threads can never both believe
- * they won the same transition. docs/03-executor.md#the-transition-table
- * lists every transition: state before, event, state after, who may do it.
- *
- * Memory orders, once for the whole file:
- *   - every successful CAS is acq_rel: release, because the thread that makes
- *     a transition publishes what it wrote before it (a stored join waker, the
- *     output, a wake's data); acquire, because the next thread to act on the
- *     task must see all that. Failed CASes are acquire for the same reason.
- *   - a reference increment from an existing reference is relaxed: it
- *     publishes nothing, and the reference it copies keeps the task alive.
- *   - a decrement is acq_rel: the release half orders the holder's use of
- *     the task before the decrement, the acquire half lets whoever reaches
- *     zero see every other holder's writes before it frees.
+ * Memory orders are task_state.h's; the one this file adds: the trace
+ * hooks' looks at the word order nothing (task_state_peek, relaxed).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,20 +24,6 @@ static const struct waker_vtable task_joining_waker_vtable;
 /* Helpers in this lab are `static inline`: besides inviting the compiler to
  * inline them, it keeps it quiet about the ones the skeleton does not call
  * yet. */
-
-static inline uint64_t state_load(struct task *t)
-{
-    /* acquire: pairs with the acq_rel CAS of whoever changed the word last */
-    return atomic_load_explicit(&t->state, memory_order_acquire);
-}
-
-/* One attempt of a CAS loop: true when the word still held *cur and now holds
- * next; false when it had changed (then *cur is the new value). */
-static inline bool state_cas(struct task *t, uint64_t *cur, uint64_t next)
-{
-    return atomic_compare_exchange_weak_explicit(&t->state, cur, next, memory_order_acq_rel,
-                                                 memory_order_acquire);
-}
 
 static inline void die(const char *what)
 {
@@ -102,7 +72,7 @@ struct task *task_new(struct scheduler *s, struct future fut, task_output_drop_f
 
     /* Three references: the scheduler's list, the first queue entry (so
      * NOTIFIED is set), the join handle (so JOIN_INTEREST is set). */
-    atomic_init(&t->state, 3 * TASK_REF_ONE | TASK_NOTIFIED | TASK_JOIN_INTEREST);
+    task_state_init(&t->state);
     t->queue_next = NULL;
     t->owned_prev = t->owned_next = NULL;
     t->scheduler = s;
@@ -125,10 +95,8 @@ struct task *task_new(struct scheduler *s, struct future fut, task_output_drop_f
 
 static inline void ref_inc(struct task *t)
 {
-    /* BEGIN STUDENT: +1 reference, relaxed; refuse to overflow the count (docs/03-executor.md#references) */
-    /* relaxed: made from a reference we hold, which keeps the task alive */
-    uint64_t prev = atomic_fetch_add_explicit(&t->state, TASK_REF_ONE, memory_order_relaxed); /* +1 */
-    if (task_state_refs(prev) >= (UINT64_C(1) << 31))
+    /* BEGIN STUDENT: +1 reference; stop the program when the count would overflow (docs/03-executor.md#references) */
+    if (!task_state_ref_inc(&t->state, 0)) /* +1 */
         die("reference count overflow (a waker is cloned in a loop and never dropped?)");
     /* END STUDENT */
 }
@@ -136,11 +104,8 @@ static inline void ref_inc(struct task *t)
 /* Gives back `refs` references and `joining` joining marks at once. */
 static inline void ref_dec(struct task *t, uint64_t refs, uint64_t joining)
 {
-    /* BEGIN STUDENT: one fetch_sub; the holder that takes the count to zero frees the task (docs/03-executor.md#references) */
-    uint64_t sub = refs * TASK_REF_ONE + joining * TASK_JOINING_ONE;
-    /* acq_rel: see the top of the file */
-    uint64_t prev = atomic_fetch_sub_explicit(&t->state, sub, memory_order_acq_rel); /* -refs */
-    if (task_state_refs(prev) == refs)
+    /* BEGIN STUDENT: give them back; the holder that takes the count to zero frees the task (docs/03-executor.md#references) */
+    if (task_state_ref_dec(&t->state, refs, joining) == TASK_REF_FREE) /* -refs */
         task_free(t); /* that was the last reference */
     /* END STUDENT */
 }
@@ -157,28 +122,8 @@ void task_drop_reference(struct task *t)
  * entry's). */
 static inline void wake_by_ref(struct task *t)
 {
-    /* BEGIN STUDENT: idle -> NOTIFIED with +1 and schedule; RUNNING -> NOTIFIED only; already NOTIFIED, COMPLETE or CANCELLED -> nothing (docs/03-executor.md#the-transition-table) */
-    uint64_t cur = state_load(t);
-    bool submit;
-    for (;;) {
-        uint64_t next;
-        submit = false;
-        if (cur & (TASK_COMPLETE | TASK_CANCELLED))
-            return; /* no poll follows: nothing to order, nothing to write */
-        if (cur & TASK_NOTIFIED)
-            next = cur; /* already queued, or requeued after this poll: the same
-                         * value, still written (release), so the poll that
-                         * follows sees what the waker wrote before this wake */
-        else if (cur & TASK_RUNNING)
-            next = cur | TASK_NOTIFIED; /* the poller requeues it when the poll returns */
-        else {
-            next = (cur | TASK_NOTIFIED) + TASK_REF_ONE; /* +1: the queue entry's reference */
-            submit = true;
-        }
-        if (state_cas(t, &cur, next))
-            break;
-    }
-    if (submit)
+    /* BEGIN STUDENT: the transition (rows 7-7'''), then schedule when it says so (docs/03-executor.md#the-transition-table) */
+    if (task_state_to_notified_by_ref(&t->state) == TASK_NOTIFY_SCHEDULE)
         schedule(t, SCHEDULE_WAKE);
     /* END STUDENT */
 }
@@ -188,32 +133,17 @@ static inline void wake_by_ref(struct task *t)
  * task, the caller's reference becomes the queue entry's: no count changes. */
 static inline void wake_by_val(struct task *t, uint64_t joining)
 {
-    /* BEGIN STUDENT: like wake_by_ref, but the waker's reference is consumed: it becomes the queue entry's, or is given back (docs/03-executor.md#the-transition-table) */
-    uint64_t cur = state_load(t);
-    uint64_t mine = TASK_REF_ONE + joining * TASK_JOINING_ONE;
-    enum { NOTHING, SUBMIT, FREE } action;
-    for (;;) {
-        uint64_t next;
-        action = NOTHING;
-        if (cur & (TASK_COMPLETE | TASK_CANCELLED)) {
-            next = cur - mine; /* -1: ours; no poll follows */
-            if (task_state_refs(next) == 0)
-                action = FREE;
-        } else if (cur & TASK_NOTIFIED) {
-            next = cur - mine; /* -1: ours; the queue entry (or the poller) keeps it alive */
-        } else if (cur & TASK_RUNNING) {
-            next = (cur | TASK_NOTIFIED) - mine; /* -1: ours; the poller holds one */
-        } else {
-            next = (cur | TASK_NOTIFIED) - joining * TASK_JOINING_ONE; /* ours becomes the queue's */
-            action = SUBMIT;
-        }
-        if (state_cas(t, &cur, next))
-            break;
+    /* BEGIN STUDENT: the transition (rows 8-8'), then schedule or free as it says (docs/03-executor.md#the-transition-table) */
+    switch (task_state_to_notified_by_val(&t->state, joining)) {
+    case TASK_NOTIFY_SCHEDULE:
+        schedule(t, SCHEDULE_WAKE); /* the waker's reference is the queue entry's now */
+        break;
+    case TASK_NOTIFY_FREE:
+        task_free(t); /* the waker's reference was the last */
+        break;
+    case TASK_NOTIFY_NOTHING:
+        break;
     }
-    if (action == SUBMIT)
-        schedule(t, SCHEDULE_WAKE);
-    else if (action == FREE)
-        task_free(t);
     /* END STUDENT */
 }
 
@@ -256,7 +186,7 @@ static inline bool trace_arrow(struct task *t)
 {
     /* relaxed: only decides whether to draw an arrow; no wake of a complete
      * task leads to a poll */
-    return !(atomic_load_explicit(&t->state, memory_order_relaxed) & TASK_COMPLETE);
+    return !(task_state_peek(&t->state) & TASK_COMPLETE);
 }
 static void task_waker_wake_traced(const void *data)
 {
@@ -302,8 +232,7 @@ static void joining_wake(const void *data)
 #ifdef LAB_TRACE
     struct task *t = (struct task *)data;
     if (trace_enabled())
-        trace_wake_begin(&t->trace, !(atomic_load_explicit(&t->state, memory_order_relaxed) &
-                                      TASK_COMPLETE)); /* relaxed: as in trace_arrow */
+        trace_wake_begin(&t->trace, trace_arrow(t));
     wake_by_val(t, 1);
     trace_wake_end();
 #else
@@ -321,11 +250,8 @@ static const struct waker_vtable task_joining_waker_vtable = {
 
 struct waker task_joining_waker(struct task *t)
 {
-    /* relaxed, like every increment from a reference we hold (the context's) */
-    uint64_t prev = atomic_fetch_add_explicit(&t->state, TASK_REF_ONE + TASK_JOINING_ONE,
-                                              memory_order_relaxed); /* +1 ref, +1 joining */
-    if (task_state_refs(prev) >= (UINT64_C(1) << 31) ||
-        task_state_joining(prev) >= (TASK_JOINING_MASK >> TASK_JOINING_SHIFT))
+    /* from a reference we hold (the context's) */
+    if (!task_state_ref_inc(&t->state, 1)) /* +1 ref, +1 joining */
         die("reference or joining count overflow");
     return (struct waker){ .data = t, .vtable = &task_joining_waker_vtable };
 }
@@ -344,22 +270,17 @@ struct task *task_of_waker(const struct waker *w, const struct scheduler *s)
  * CANCELLED) and we hold RUNNING. Leaves the scheduler, publishes COMPLETE,
  * hands the output to the join handle or drops it, wakes the joiner, and
  * gives back `refs` references (the poller's, if any) plus the list's.
- *
- * The common case costs one atomic read-modify-write: when nothing is left
- * to do with the task after COMPLETE (no join waker to wake, no output that
- * could still become ours), the references are given back in the same CAS
- * that sets COMPLETE. Tokio's task does the same (transition_to_terminal). */
+ * task_state_to_complete says which of those are left after COMPLETE. */
 static inline void complete(struct task *t, uint64_t refs)
 {
-    /* BEGIN STUDENT: release; RUNNING -> COMPLETE in one CAS (with the references when nothing is left to do); then the output (rule 5 of join.h), the join waker (rule 4), the references (docs/03-executor.md#completing) */
+    /* BEGIN STUDENT: release hook; drop the output first when JOIN_INTEREST is already clear; the transition; then what it says: the late output (rule 5 of join.h), the join waker (rule 4), the references (docs/03-executor.md#completing) */
     /* Out of the scheduler's list first: its reference is then ours to give
      * back, with the poller's. */
     t->scheduler->vtable->release(t->scheduler, t);
     refs += 1; /* the list's */
 
-    uint64_t cur = state_load(t);
     bool output_done = false;
-    if (!(cur & TASK_JOIN_INTEREST)) {
+    if (!(task_state_load(&t->state) & TASK_JOIN_INTEREST)) {
         /* No join handle, and none can appear: nobody will ever read the
          * output. It is ours to drop (rule 5), before we let go. */
         if (t->stage == TASK_STAGE_OUTPUT && t->drop_output)
@@ -367,45 +288,27 @@ static inline void complete(struct task *t, uint64_t refs)
         t->stage = TASK_STAGE_CONSUMED;
         output_done = true;
     }
-    bool last_touch;
-    for (;;) {
-        uint64_t next = (cur & ~TASK_RUNNING) | TASK_COMPLETE;
-        /* Will we touch the task after this CAS? Only to wake a join waker
-         * (JOIN_WAKER set), or to drop an output whose join handle went away
-         * since we looked (JOIN_INTEREST clear now, output not yet dropped). */
-        last_touch = (cur & TASK_JOIN_INTEREST) ? !(cur & TASK_JOIN_WAKER) : output_done;
-        if (last_touch)
-            next -= refs * TASK_REF_ONE; /* -refs: the poller's and the list's */
-        /* release: publishes the stage and the output to the join handle;
-         * acquire: pairs with the join handle's CAS that set JOIN_WAKER, so
-         * the waker it stored is visible here */
-        if (state_cas(t, &cur, next)) {
-            if (last_touch && task_state_refs(next) == 0)
-                task_free(t); /* no join handle and no waker left */
-            if (last_touch)
-                return;
-            break;
-        }
-    }
-
-    if (!(cur & TASK_JOIN_INTEREST)) {
+    switch (task_state_to_complete(&t->state, refs, output_done)) {
+    case TASK_COMPLETE_FREE:
+        task_free(t); /* no join handle and no waker left */
+        return;
+    case TASK_COMPLETE_DONE:
+        return; /* the references went with COMPLETE: the task is not ours to touch */
+    case TASK_COMPLETE_DROP_OUTPUT:
         /* The join handle was dropped after we looked: the output is ours. */
         if (t->stage == TASK_STAGE_OUTPUT && t->drop_output)
             t->drop_output(task_output(t));
         t->stage = TASK_STAGE_CONSUMED;
-    } else {
+        break;
+    case TASK_COMPLETE_WAKE_JOINER:
         /* JOIN_WAKER was set: rule 4, the slot is ours to read. Wake by
          * reference (the join handle may be reading the slot at this moment:
          * we must not write it), then clear JOIN_WAKER; if the join handle
          * went away meanwhile, the waker is ours to drop. */
         waker_wake_by_ref(&t->join_waker);
-        cur = state_load(t);
-        for (;;) {
-            if (state_cas(t, &cur, cur & ~TASK_JOIN_WAKER))
-                break;
-        }
-        if (!(cur & TASK_JOIN_INTEREST))
+        if (task_state_unset_join_waker_after_complete(&t->state) == TASK_JOIN_WAKER_DROP)
             waker_drop(&t->join_waker);
+        break;
     }
     ref_dec(t, refs, 0); /* -refs: the poller's and the list's */
     /* END STUDENT */
@@ -425,24 +328,18 @@ static inline void cancel(struct task *t, uint64_t refs)
 
 void task_run(struct task *t)
 {
-    /* BEGIN STUDENT: NOTIFIED -> RUNNING (stale entries just give their reference back); poll with a waker that borrows our reference; Ready: complete; Pending: RUNNING -> idle, requeue if NOTIFIED, cancel if CANCELLED (docs/03-executor.md#running-a-task) */
-    uint64_t cur = state_load(t);
-    for (;;) {
-        if (cur & (TASK_COMPLETE | TASK_RUNNING)) {
-            /* A stale entry (the task was cancelled at shutdown while queued):
-             * nothing to run. */
-            ref_dec(t, 1, 0); /* -1: the queue entry's */
-            return;
-        }
-        /* Take the lock and consume the notification: a wake from now on
-         * sets NOTIFIED again, and we will see it when the poll returns. */
-        if (state_cas(t, &cur, (cur | TASK_RUNNING) & ~TASK_NOTIFIED))
-            break;
-    }
-    /* The queue entry's reference is now ours, the poller's. */
-    if (cur & TASK_CANCELLED) {
-        cancel(t, 1);
+    /* BEGIN STUDENT: to running (a stale entry only gives its reference back); poll with a waker that borrows our reference; Ready: complete; Pending: to idle, then requeue or cancel as it says (docs/03-executor.md#running-a-task) */
+    switch (task_state_to_running(&t->state)) {
+    case TASK_RUN_FREE:
+        task_free(t); /* a stale entry held the last reference */
         return;
+    case TASK_RUN_STALE:
+        return; /* cancelled at shutdown while queued: nothing to run */
+    case TASK_RUN_CANCEL:
+        cancel(t, 1); /* the queue entry's reference is the poller's now */
+        return;
+    case TASK_RUN_POLL:
+        break;
     }
 
     /* The waker in the context borrows our reference: polling costs no
@@ -458,41 +355,24 @@ void task_run(struct task *t)
     }
 
     /* Pending: give the lock back, unless something happened meanwhile. */
-    cur = state_load(t);
-    enum { IDLE, REQUEUE, CANCEL } action;
-    for (;;) {
-        uint64_t next;
-        if (cur & TASK_CANCELLED) {
-            action = CANCEL; /* aborted during the poll: keep RUNNING, drop the future */
-            break;
-        }
-        if (cur & TASK_NOTIFIED) {
-            next = cur & ~TASK_RUNNING; /* our reference becomes the queue entry's */
-            action = REQUEUE;
-        } else {
-            next = (cur & ~TASK_RUNNING) - TASK_REF_ONE; /* -1: ours; the list keeps it alive */
-            action = IDLE;
-        }
-        if (state_cas(t, &cur, next))
-            break;
+    switch (task_state_to_idle(&t->state)) {
+    case TASK_IDLE_CANCEL:
+        cancel(t, 1); /* aborted during the poll: we still hold RUNNING */
+        break;
+    case TASK_IDLE_REQUEUE:
+        schedule(t, SCHEDULE_YIELD); /* woken during the poll: our reference is the queue entry's */
+        break;
+    case TASK_IDLE_DONE:
+        break;
     }
-    if (action == CANCEL)
-        cancel(t, 1);
-    else if (action == REQUEUE)
-        schedule(t, SCHEDULE_YIELD);
     /* END STUDENT */
 }
 
 void task_shutdown(struct task *t)
 {
-    /* BEGIN STUDENT: take RUNNING and CANCELLED (leave NOTIFIED: its queue entry is still out there), then cancel (docs/03-executor.md#freeing-the-executor) */
-    uint64_t cur = state_load(t);
-    for (;;) {
-        if (cur & (TASK_COMPLETE | TASK_RUNNING))
-            die("task_shutdown on a task that is complete or being polled");
-        if (state_cas(t, &cur, cur | TASK_RUNNING | TASK_CANCELLED))
-            break;
-    }
+    /* BEGIN STUDENT: the shutdown transition (RUNNING and CANCELLED, NOTIFIED kept), then cancel (docs/03-executor.md#freeing-the-executor) */
+    if (task_state_to_shutdown(&t->state) == TASK_SHUTDOWN_REFUSED)
+        die("task_shutdown on a task that is complete or being polled");
     cancel(t, 0);
     /* END STUDENT */
 }
@@ -503,7 +383,7 @@ bool task_has_outside_waker(const struct task *t)
 {
     /* BEGIN STUDENT: one snapshot; subtract the references the scheduler can account for (docs/03-executor.md#deadlock) */
     /* acquire: a wake that queued the task is seen with what it wrote */
-    uint64_t s = atomic_load_explicit(&((struct task *)t)->state, memory_order_acquire);
+    uint64_t s = task_state_load(&t->state);
     if (s & (TASK_NOTIFIED | TASK_RUNNING))
         return true; /* queued, or being polled: it will run again */
     if (s & TASK_COMPLETE)
@@ -520,7 +400,7 @@ bool task_has_outside_waker(const struct task *t)
 uint64_t task_test_state(const struct task *t)
 {
     /* relaxed: a look for tests, which order themselves (join, or run returned) */
-    return atomic_load_explicit(&((struct task *)t)->state, memory_order_relaxed);
+    return task_state_peek(&t->state);
 }
 
 /* ---- tracing (given; task.h, docs/tracing.md) ---- */
@@ -543,7 +423,7 @@ void task_run_traced(struct task *t)
         return;
     }
     /* relaxed: only labels the run; the queue reference we hold keeps t alive */
-    uint64_t s = atomic_load_explicit(&t->state, memory_order_relaxed);
+    uint64_t s = task_state_peek(&t->state);
     if (s & (TASK_COMPLETE | TASK_RUNNING)) {
         task_run(t); /* a stale entry: nothing is polled, nothing to draw */
         return;

@@ -28,14 +28,16 @@
  *      harmless no-ops (a waker may outlive its task's executor).
  *   6. Every transition of the state word is one compare-and-swap loop (or
  *      one fetch-and-op), so every transition sees and leaves a whole state.
- *      docs/03-executor.md#the-transition-table lists them.
+ *      docs/03-executor.md#the-transition-table lists them; task_state.c
+ *      holds them all.
  *
  * The task is generic over its scheduler (common/scheduler.h): when a wake
  * makes it runnable, it calls its scheduler's schedule hook; when it
  * completes, the release hook. Stage 03's single-thread executor is one
  * scheduler; stage 07's work-stealing scheduler reuses this module unchanged.
  *
- * References (each is one count in the state word, see TASK_REF_ONE):
+ * References (each is one count in the state word, see TASK_REF_ONE in
+ * task_state.h):
  *   list     the scheduler's list of every task it owns; given back by the
  *            task module right after the release hook, at completion;
  *   queue    a queue entry: exists exactly while NOTIFIED is set and the
@@ -57,56 +59,16 @@
 
 #include "future.h"
 #include "scheduler.h"
+#include "task_state.h"
 #include "trace.h"
 #include "waker.h"
 
 /* ---- the state word ----------------------------------------------------------
  *
- *   63                         32 31                     8 7      0
- *  +-----------------------------+------------------------+--------+
- *  |        references           |        joining         | flags  |
- *  +-----------------------------+------------------------+--------+
- *
- * flags:
- *   RUNNING        someone is polling (or cancelling) the future: the lock.
- *   NOTIFIED       a queue entry exists; or, while RUNNING, a wake came during
- *                  the poll and the poller must queue the task again.
- *   COMPLETE       the future is gone (finished or cancelled); never cleared.
- *   CANCELLED      abort was asked: the future is dropped, not polled, the
- *                  next time the scheduler has the task (or when the running
- *                  poll returns Pending).
- *   JOIN_INTEREST  a join handle exists.
- *   JOIN_WAKER     the join handle has stored a waker in join_waker.
- * joining: how many of this task's wakers sit in join handles of other tasks
- *   of the same scheduler (this task is joining them). Such a waker can only
- *   be woken by one of the scheduler's own tasks completing: the deadlock
- *   check (executor.h) counts it as internal. Part of the reference count.
- * references: every reference, the joining ones included.
- *
- * Counts and flags share one word so that one atomic load is a consistent
- * snapshot of all of them: two words read one after the other are not.
- */
-/* quote: state-bits */
-#define TASK_RUNNING       UINT64_C(0x01)
-#define TASK_NOTIFIED      UINT64_C(0x02)
-#define TASK_COMPLETE      UINT64_C(0x04)
-#define TASK_CANCELLED     UINT64_C(0x08)
-#define TASK_JOIN_INTEREST UINT64_C(0x10)
-#define TASK_JOIN_WAKER    UINT64_C(0x20)
-#define TASK_FLAGS         UINT64_C(0xff)
-
-#define TASK_JOINING_SHIFT 8
-#define TASK_JOINING_ONE   (UINT64_C(1) << TASK_JOINING_SHIFT)
-#define TASK_JOINING_MASK  (UINT64_C(0xffffff) << TASK_JOINING_SHIFT)
-#define TASK_REF_SHIFT     32
-#define TASK_REF_ONE       (UINT64_C(1) << TASK_REF_SHIFT)
-/* end quote: state-bits */
-
-static inline uint64_t task_state_refs(uint64_t s) { return s >> TASK_REF_SHIFT; }
-static inline uint64_t task_state_joining(uint64_t s)
-{
-    return (s & TASK_JOINING_MASK) >> TASK_JOINING_SHIFT;
-}
+ * task_state.h owns it: the bit layout (TASK_RUNNING, TASK_NOTIFIED, ...,
+ * TASK_REF_ONE), task_state_refs() and task_state_joining(), and the only
+ * functions that change it (task_state.c). task.c and join.c call those
+ * transitions and do what their answers say. */
 
 /* What a task's output slot holds; owned like the future (below). */
 enum task_stage {

@@ -127,7 +127,11 @@ struct time_driver *time_driver_new(struct driver inner)
         free(td);
         return NULL;
     }
-    pthread_mutex_init(&td->lock, NULL);
+    if (pthread_mutex_init(&td->lock, NULL) != 0) {
+        timer_wheel_free(td->wheel);
+        free(td);
+        return NULL;
+    }
     td->park_until = 0;
     td->batch_len = 0;
     td->fired = 0;

@@ -117,7 +117,13 @@ struct reactor *reactor_new(void)
         return NULL;
     }
     /* BEGIN STUDENT: the lock; an empty slab, no free slot (docs/06-reactor.md#the-slab-and-the-token) */
-    pthread_mutex_init(&r->lock, NULL);
+    int rc = pthread_mutex_init(&r->lock, NULL);
+    if (rc != 0) {
+        close(r->epfd);
+        free(r);
+        errno = rc;
+        return NULL;
+    }
     r->free_head = NO_SLOT;
     /* END STUDENT */
     return r;

@@ -86,7 +86,7 @@ void chan_recv_drop(struct chan_recv *r);
  * mutex straight to the first waiter (FIFO among waiters; a newcomer may take
  * a free mutex on the fast path), or frees it.
  * Budget: each poll of a lock future calls coop_proceed first. */
-struct amutex {
+struct async_mutex {
     /* 0 free, 1 locked with no waiter, 2 locked and maybe waiters. The fast
      * paths are one CAS each (0->1 to lock, 1->0 to unlock); anything else
      * goes through the lock. */
@@ -94,19 +94,20 @@ struct amutex {
     pthread_mutex_t lock;  /* protects waiters, and state's moves away from 2 */
     struct waitlist waiters;
 };
-struct amutex_lock {
-    struct amutex *m;
+struct async_mutex_lock {
+    struct async_mutex *m;
     struct waiter w;
     bool held;             /* Ready was returned: the caller holds the mutex */
 };
 
-void amutex_init(struct amutex *m);
-void amutex_destroy(struct amutex *m);
-void amutex_lock_init(struct amutex_lock *l, struct amutex *m);
-enum poll amutex_lock_poll(struct amutex_lock *l, struct context *cx);
+/* 0, or pthread_mutex_init's error (then the mutex is not usable). */
+int async_mutex_init(struct async_mutex *m);
+void async_mutex_destroy(struct async_mutex *m);
+void async_mutex_lock_init(struct async_mutex_lock *l, struct async_mutex *m);
+enum poll async_mutex_lock_poll(struct async_mutex_lock *l, struct context *cx);
 /* Drops a lock future that never got the mutex (or was granted it by a
  * handoff it never saw: then the mutex is passed on). */
-void amutex_lock_drop(struct amutex_lock *l);
-void amutex_unlock(struct amutex *m);
+void async_mutex_lock_drop(struct async_mutex_lock *l);
+void async_mutex_unlock(struct async_mutex *m);
 
 #endif

@@ -18,7 +18,8 @@
  *     plain store. That is how the grader shows, every run, what the take's
  *     fence is for (docs/07-work-stealing.md#why-take-needs-its-fence).
  *
- * The algorithm itself (push, take, steal, steal_half) is yours.
+ * The algorithm itself (push, take, steal, steal_half) is yours: it starts
+ * at the section "the algorithm", after the given helpers and deque_init.
  */
 #include "deque.h"
 

@@ -1,11 +1,11 @@
 /* injector.c - stage 07: the shared FIFO of tasks (injector.h). */
 #include "injector.h"
 
-void injector_init(struct injector *q)
+int injector_init(struct injector *q)
 {
-    pthread_mutex_init(&q->lock, NULL);
     q->head = q->tail = NULL;
     atomic_init(&q->len, 0);
+    return pthread_mutex_init(&q->lock, NULL);
 }
 
 void injector_destroy(struct injector *q) { pthread_mutex_destroy(&q->lock); }

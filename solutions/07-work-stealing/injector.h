@@ -22,7 +22,8 @@ struct injector {
     _Atomic size_t len;    /* written under lock; read anywhere (see injector_len) */
 };
 
-void injector_init(struct injector *q);
+/* 0, or pthread_mutex_init's error (then the injector is not usable). */
+int injector_init(struct injector *q);
 void injector_destroy(struct injector *q); /* must be empty */
 /* Any thread: appends t (its queue reference moves in). */
 void injector_push(struct injector *q, struct task *t);

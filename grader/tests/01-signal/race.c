@@ -14,7 +14,6 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -173,7 +172,7 @@ static void await_word(atomic_uint *word, unsigned want)
 {
     for (unsigned spins = 0; atomic_load_explicit(word, memory_order_acquire) != want; spins++)
         if (spins % 64 == 63)
-            sched_yield();
+            lab_spin_pause(spins);
 }
 
 static void *producer_main(void *arg)
@@ -185,7 +184,7 @@ static void *producer_main(void *arg)
             if (atomic_load_explicit(&pt->quit, memory_order_relaxed))
                 return NULL;
             if (spins % 64 == 63)
-                sched_yield();
+                lab_spin_pause(spins);
         }
         struct job *j = &pt->job;
         spin_random(&j->rng, 12);
@@ -420,13 +419,13 @@ LAB_TEST(signal_race, polls_overlap_completion, 10)
         new_signal(NULL, &c.producer, &f);
         pthread_t t;
         cr_assert_eq(pthread_create(&t, NULL, complete_soon, &c), 0, "could not start the completing thread");
-        while (!atomic_load_explicit(&c.started, memory_order_relaxed))
-            sched_yield();
+        for (unsigned spins = 0; !atomic_load_explicit(&c.started, memory_order_relaxed); spins++)
+            lab_spin_pause(spins);
         struct signal_output out;
         unsigned long polls = 0;
         while (poll_with(f, task, &out) == POLL_PENDING) {
             if (++polls % 256 == 0)
-                sched_yield();
+                lab_spin_pause((unsigned)polls);
         }
         pthread_join(t, NULL);
         expect_ready(POLL_READY, &out, SIGNAL_VALUE, (void *)(uintptr_t)0x5157,

@@ -343,10 +343,10 @@ LAB_TEST(join_race, block_on_join_from_other_thread, 20)
         struct bg_run b;
         bg_run_start(&b, ex);
         uint64_t box = 0;
-        struct join_future jf;
-        join_future_init(&jf, jh, &box);
+        struct join_future join;
+        join_future_init(&join, jh, &box);
         enum join_status js = JOIN_CANCELLED;
-        block_on(join_future_as_future(&jf), &js); /* stage 02's block_on, on this thread */
+        block_on(join_future_as_future(&join), &js); /* stage 02's block_on, on this thread */
         cr_assert(bg_run_finish(&b, RESCUE_MS), "executor_run did not return");
         cr_assert_eq(js, JOIN_OK, "round %u: the join handle said cancelled", r);
         cr_assert_eq(box_value(box), r, "round %u: joined the wrong output", r);

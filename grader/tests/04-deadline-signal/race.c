@@ -181,7 +181,7 @@ static void await_word(atomic_uint *word, unsigned want)
     /* acquire: pairs with the release that stored `want`: the job's results are visible */
     for (unsigned spins = 0; atomic_load_explicit(word, memory_order_acquire) != want; spins++)
         if (spins % 64 == 63)
-            sched_yield();
+            lab_spin_pause(spins);
 }
 
 /* Decides in `role`, then releases that handle: what a producer or a timer
@@ -212,7 +212,7 @@ static void *helper_main(void *arg)
         atomic_store_explicit(&h->ack, n, memory_order_relaxed);
         for (unsigned spins = 0; atomic_load_explicit(&h->start, memory_order_relaxed) != n; spins++)
             if (spins % 4096 == 4095)
-                sched_yield();
+                lab_spin_pause(spins);
         struct job *j = &h->job;
         spin_uniform(&j->rng, RACE_SPIN);
         j->status = decide_and_leave(j->role, j->producer, j->timer, j->value);
@@ -280,7 +280,7 @@ static void helper_go(struct helper *h, unsigned n, struct job job)
     sem_post(&h->go); /* pairs with helper_main's sem_wait */
     for (unsigned spins = 0; atomic_load_explicit(&h->ack, memory_order_relaxed) != n; spins++)
         if (spins % 4096 == 4095)
-            sched_yield();
+            lab_spin_pause(spins);
     atomic_store_explicit(&h->start, n, memory_order_relaxed);
 }
 
@@ -535,13 +535,13 @@ LAB_TEST(deadline_race, polls_overlap_decisions, 10)
         pthread_t tp, tt;
         cr_assert_eq(pthread_create(&tp, NULL, complete_soon, &o), 0, "could not start the completing thread");
         cr_assert_eq(pthread_create(&tt, NULL, expire_soon, &o), 0, "could not start the expiring thread");
-        while (atomic_load_explicit(&o.started, memory_order_relaxed) < 2)
-            sched_yield();
+        for (unsigned spins = 0; atomic_load_explicit(&o.started, memory_order_relaxed) < 2; spins++)
+            lab_spin_pause(spins);
         struct deadline_signal_output out;
         unsigned long polls = 0;
         while (poll_with(d.future, task, &out) == POLL_PENDING) {
             if (++polls % 256 == 0)
-                sched_yield();
+                lab_spin_pause((unsigned)polls);
         }
         pthread_join(tp, NULL);
         pthread_join(tt, NULL);

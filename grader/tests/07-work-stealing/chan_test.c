@@ -260,7 +260,7 @@ LAB_TEST(chan, receive_loop_respects_the_budget, 20)
 /* ---- the mutex ----------------------------------------------------------------------------- */
 
 struct counter {
-    struct amutex m;
+    struct async_mutex m;
     uint64_t value;          /* protected by m (the async mutex) */
     atomic_int inside;       /* holders right now: must never exceed 1 */
     atomic_uint overlaps;
@@ -269,7 +269,7 @@ struct counter {
 struct locker {
     struct counter *c;
     unsigned left;
-    struct amutex_lock l;
+    struct async_mutex_lock l;
     bool locking;
     unsigned phase;
 };
@@ -280,11 +280,11 @@ static enum poll locker_poll(void *self, struct context *cx, void *out)
     struct locker *k = self;
     while (k->left > 0) {
         if (!k->locking) {
-            amutex_lock_init(&k->l, &k->c->m);
+            async_mutex_lock_init(&k->l, &k->c->m);
             k->locking = true;
         }
         if (k->phase == 0) {
-            if (amutex_lock_poll(&k->l, cx) == POLL_PENDING)
+            if (async_mutex_lock_poll(&k->l, cx) == POLL_PENDING)
                 return POLL_PENDING;
             if (atomic_fetch_add(&k->c->inside, 1) != 0)
                 atomic_fetch_add(&k->c->overlaps, 1);
@@ -298,9 +298,9 @@ static enum poll locker_poll(void *self, struct context *cx, void *out)
         }
         k->phase = 0;
         atomic_fetch_sub(&k->c->inside, 1);
-        amutex_lock_drop(&k->l); /* held: drop only releases its waker */
+        async_mutex_lock_drop(&k->l); /* held: drop only releases its waker */
         k->locking = false;
-        amutex_unlock(&k->c->m);
+        async_mutex_unlock(&k->c->m);
         k->left--;
     }
     return POLL_READY;
@@ -309,7 +309,7 @@ static void locker_drop(void *self)
 {
     struct locker *k = self;
     if (k->locking)
-        amutex_lock_drop(&k->l);
+        async_mutex_lock_drop(&k->l);
 }
 static const struct future_vtable locker_vt = FUTURE_VTABLE_INIT(struct locker, 0, locker_poll, locker_drop);
 
@@ -317,7 +317,7 @@ LAB_TEST(mutex, sixteen_tasks_contend, 20)
 {
     struct counter c;
     memset(&c, 0, sizeof c);
-    amutex_init(&c.m);
+    async_mutex_init(&c.m);
     struct ws_runtime *rt = new_runtime(2);
     unsigned per = lab_scale(2000, 50);
     struct join_handle *jh[16];
@@ -334,5 +334,5 @@ LAB_TEST(mutex, sixteen_tasks_contend, 20)
     cr_assert_eq(atomic_load(&c.overlaps), 0, "two tasks held the mutex at once %u times", atomic_load(&c.overlaps));
     cr_assert_eq(c.value, 16u * per, "the counter is %llu, not %u: increments were lost",
                  (unsigned long long)c.value, 16u * per);
-    amutex_destroy(&c.m);
+    async_mutex_destroy(&c.m);
 }

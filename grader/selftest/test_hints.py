@@ -1,0 +1,150 @@
+"""The graded hints: every hint block of docs/hints/ parses, names a rubric
+item of its stage and numbers its levels 1..k; `make hint` hands them out one
+level at a time and refuses a misspelt STAGE or ITEM in one line; and no
+chapter prints hints inline or a student region of solutions/ in full."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import GRADER, ROOT, stages
+
+sys.path.insert(0, str(GRADER))
+import tools  # noqa: E402
+
+
+def ids(stage):
+    return [i.id for i in stage.items if not i.hidden]
+
+
+@pytest.mark.parametrize("stage", stages(), ids=lambda s: s.name)
+def test_every_hint_block_parses(stage):
+    path = ROOT / "docs" / "hints" / f"{stage.name}.md"
+    assert path.is_file(), f"{stage.name} has no hint file {path.relative_to(ROOT)}"
+    hints = tools.parse_hints(path, ids(stage))   # HintError names the line
+    assert hints, f"{path.name}: no hint blocks"
+    blocks = path.read_text().count("<details")
+    assert blocks == sum(len(v) for v in hints.values()), f"{path.name}: a <details> block did not parse"
+
+
+BLOCK = '<details markdown="1">\n<summary>{item}, level {level}</summary>\n\n{body}\n\n</details>\n\n'
+
+
+@pytest.mark.parametrize("text, error", [
+    (BLOCK.format(item="a", level=1, body="x") + BLOCK.format(item="a", level=3, body="y"), "without gaps"),
+    (BLOCK.format(item="a", level=2, body="x"), "without gaps"),
+    (BLOCK.format(item="nope", level=1, body="x"), "no rubric item 'nope'"),
+    (BLOCK.format(item="a", level=1, body="x") + "<details>\n<summary>a, level 2</summary>\n\ny\n</details>\n",
+     "outside a hint block"),
+    ('<details markdown="1">\n<summary>a, level 1</summary>\n\nx\n\n' + BLOCK.format(item="a", level=2, body="y"),
+     "holds another"),
+    (BLOCK.format(item="a", level=1, body=" "), "is empty"),
+])
+def test_a_malformed_hint_file_is_refused(tmp_path, text, error):
+    path = tmp_path / "01-x.md"
+    path.write_text("# hints\n\n" + text)
+    with pytest.raises(tools.HintError, match=error):
+        tools.parse_hints(path, ["a", "b"])
+
+
+def hint(state, *args):
+    return subprocess.run([sys.executable, str(GRADER / "tools.py"), "hint", "--state", str(state), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_hint_hands_out_one_level_at_a_time(tmp_path):
+    state = tmp_path / ".hints"
+    stage = next(s for s in stages() if s.name == "03-executor")
+    levels = tools.parse_hints(ROOT / "docs" / "hints" / f"{stage.name}.md", ids(stage))
+    item = max(levels, key=lambda i: len(levels[i]))
+    k = len(levels[item])
+    assert k >= 2
+    seen = [hint(state, "--stage", "3", "--item", item) for _ in range(k + 1)]
+    for n, p in enumerate(seen, 1):
+        assert p.returncode == 0, p.stderr
+        level = min(n, k)
+        assert f"03-executor/{item}: hint {level} of {k}" in p.stdout, p.stdout
+        assert levels[item][level - 1] in p.stdout
+        for other in range(k):                  # only that level: none of the others
+            if other != level - 1:
+                assert levels[item][other] not in p.stdout
+    assert state.read_text() == f"03-executor/{item} {k}\n"
+    listing = hint(state, "--stage", "03-executor")
+    assert listing.returncode == 0 and f"{k} of {k} seen" in listing.stdout
+    reset = hint(state, "--stage", "3", "--item", item, "--reset")
+    assert reset.returncode == 0 and state.read_text() == ""
+    again = hint(state, "--stage", "3", "--item", item)
+    assert f"hint 1 of {k}" in again.stdout
+    quiz = next(s for s in stages() if s.name == "04-deadline-signal")   # a quiz item has no hints
+    bare = next(i.id for i in quiz.items if i.lane == "quiz")
+    p = hint(state, "--stage", "4", "--item", bare)
+    assert p.returncode == 0 and "no written hints" in p.stdout and quiz.chapter in p.stdout, p.stdout
+
+
+def test_quiz_items_have_no_hints():
+    """A hint for a claim of the quiz would be its answer."""
+    for stage in stages():
+        hints = tools.parse_hints(ROOT / "docs" / "hints" / f"{stage.name}.md", ids(stage))
+        quiz = [i.id for i in stage.items if i.lane == "quiz" and i.id in hints]
+        assert not quiz, f"{stage.name}: hints for quiz items {quiz}"
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--stage", "3", "--item", "dedlock"], "deadlock"),
+    (["--stage", "9", "--item", "deadlock"], "03-executor"),
+    (["--stage", "", "--item", "deadlock"], "01-signal"),
+])
+def test_a_misspelt_stage_or_item_is_one_line(tmp_path, args, names):
+    p = hint(tmp_path / ".hints", *args)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and names in p.stderr, p.stderr
+    assert not (tmp_path / ".hints").exists()
+
+
+def test_make_hint_is_wired():
+    p = subprocess.run(["make", "-s", "-C", str(ROOT), "hint", "STAGE=1", "ITEM=no-such-item"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "ITEM=no-such-item: no such item in 01-signal" in p.stderr, p.stderr
+
+
+def student_regions():
+    """The student regions of solutions/, as lists of normalized code lines."""
+    def norm(line):
+        line = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/|//.*", "", line)).strip()
+        return line if len(line) > 3 else None
+    regions = []
+    for f in sorted(ROOT.glob("solutions/*/*.c")):
+        cur = None
+        for line in f.read_text().splitlines():
+            if "BEGIN STUDENT" in line and "HIDDEN" not in line and "FIELDS" not in line:
+                cur = []
+            elif "END STUDENT" in line and cur is not None:
+                regions.append((f.relative_to(ROOT), [n for n in map(norm, cur) if n]))
+                cur = None
+            elif cur is not None:
+                cur.append(line)
+    return regions, norm
+
+
+def test_no_chapter_prints_hints_or_solution_code():
+    """Hints live in docs/hints/ only; and no code block anywhere in docs/
+    repeats 4 consecutive lines of a student region (a solution function,
+    or the heart of one, printed for the student to copy)."""
+    for doc in sorted((ROOT / "docs").glob("0*.md")):
+        assert "<details" not in doc.read_text(), f"{doc.name} prints hints inline: they belong in docs/hints/"
+    regions, norm = student_regions()
+    at = {}
+    for f, r in regions:
+        for i, line in enumerate(r):
+            at.setdefault(line, []).append((f, r, i))
+    for doc in sorted((ROOT / "docs").rglob("*.md")):
+        for block in re.findall(r"^```\w*\n(.*?)^```", doc.read_text(), re.M | re.S):
+            lines = [n for n in map(norm, block.splitlines()) if n]
+            for j, line in enumerate(lines):
+                for f, r, i in at.get(line, []):
+                    k = 0
+                    while j + k < len(lines) and i + k < len(r) and lines[j + k] == r[i + k]:
+                        k += 1
+                    assert k < 4, (f"{doc.relative_to(ROOT)} prints {k} lines of a student region of {f} "
+                                   f"in a row:\n  " + "\n  ".join(lines[j:j + k]))

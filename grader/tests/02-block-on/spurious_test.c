@@ -1,0 +1,37 @@
+/* spurious_test.c - a condition wait may return without a signal (POSIX
+ * allows it: "spurious wakeups from the pthread_cond_timedwait() or
+ * pthread_cond_wait() functions may occur"), so a parker waits in a loop
+ * that re-checks its token.
+ *
+ * A real spurious wakeup is rare, so a parker without the loop passes every
+ * other test. Here the grader's wrapper of the condition calls
+ * (common/testing/explore.h) makes the next waits return at once, without a
+ * signal, on every run: a parker that takes a wakeup for the token reports
+ * a token nobody stored.
+ */
+#define _GNU_SOURCE
+#include "explore.h"
+#include "stage02.h"
+
+LAB_SUITE(parker_spurious, 5);
+
+LAB_TEST(parker_spurious, timeout_without_unpark_is_false, 5)
+{
+    struct parker *p = parker_new();
+    cr_assert_not_null(p, "parker_new returned NULL");
+    for (unsigned spurious = 1; spurious <= 3; spurious++) {
+        lab_sync_spurious(spurious);
+        bool got = parker_park_timeout(p, 20 * MS_NS);
+        unsigned made = lab_sync_spurious_made();
+        lab_sync_spurious(0);
+        cr_assert_not(got,
+                      "parker_park_timeout returned true (\"the token was consumed\") although nobody unparked: its "
+                      "condition wait returned %u time(s) without a signal, as POSIX allows (a spurious wakeup), "
+                      "and the park took that for the token. A wakeup proves nothing: wait in a loop that re-checks "
+                      "the token (the predicate) and the deadline, and return true only with the token", made);
+    }
+    /* the token still works after the spurious returns */
+    parker_unpark(p);
+    cr_assert(parker_park_timeout(p, 20 * MS_NS), "after spurious wakeups, an unpark's token was not there for the next park");
+    parker_release(p);
+}
