@@ -71,8 +71,10 @@ if [ "${1:-grade}" = test ] || [ "${1:-grade}" = docs ]; then
 fi
 if [ "${1:-grade}" = test ]; then
     # the site's self-test loads every page in headless Chromium
-    # (grader/selftest/test_site.py); Ubuntu ships Chromium only as a snap,
-    # which a container cannot run: there the test says it is skipped, and why
+    # (grader/selftest/test_site.py). Ubuntu has no chromium-driver package:
+    # its Chromium moved from a deb to a snap in 19.10
+    # (https://snapcraft.io/blog/chromium-in-ubuntu-deb-to-snap-transition),
+    # which a container rarely runs; there the test is skipped and says why
     if ! command -v chromedriver >/dev/null 2>&1 && apt-cache show chromium-driver >/dev/null 2>&1; then
         need="$need chromium chromium-driver"
     fi
