@@ -28,6 +28,7 @@
 #   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
 #   make autograder [STAGE=n] [HIDDEN=dir]  a Gradescope autograder zip for one assignment (build/autograder*.zip)
+#   make docs                        the textbook as a website, in build/site (make docs-serve: on localhost:8000)
 #   make bench                       benchmarks against Tokio, libuv and others, as ratios (bench/README.md)
 #-instructors
 # GNU make ($(shell), $(if), $(filter) below)
@@ -112,7 +113,7 @@ clean:
 	rm -rf build examples/06-reactor/build examples/07-work-stealing/build trace.json trace.png compile_commands.json
 
 #+instructors
-.PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench
+.PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench docs docs-serve
 
 grade-class: deps
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n] [JOBS=2] [DISPATCH=threads|slurm|parallel HOSTS=...]"; exit 2; }
@@ -143,6 +144,21 @@ autograder: deps labs-check
 
 deps-test:
 	@sh grader/deps.sh test
+
+# The textbook site (mkdocs.yml): docs/*.md with the rubric's grading table,
+# built --strict (a broken link fails). grader/selftest/test_site.py loads it in Chromium.
+PY_DOCS = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import mkdocs, tomllib' 2>/dev/null; then command -v $$p; break; fi; done)
+NEED_DOCS = test -n "$(PY_DOCS)" || { echo "no Python with mkdocs found (tried python3, /usr/bin/python3)"; exit 2; }
+
+docs:
+	@sh grader/deps.sh docs
+	@$(NEED_DOCS)
+	@$(PY_DOCS) -m mkdocs build --strict --quiet && echo "wrote build/site (open build/site/index.html)"
+
+docs-serve:
+	@sh grader/deps.sh docs
+	@$(NEED_DOCS)
+	@$(PY_DOCS) -m mkdocs serve --strict
 
 # Never a prerequisite of test: CI runs only `make test`.
 bench:

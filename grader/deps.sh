@@ -3,8 +3,11 @@
 # Installs the missing packages when it can (root, or passwordless sudo);
 # otherwise prints the one apt-get line to run and fails.
 #   deps.sh grade    what `make grade` needs
-#   deps.sh test     what `make test` needs (adds pytest-xdist, matplotlib, jsonschema, xmllint, and
-#                    http_parser, ab, wrk, h2load for the HTTP example)
+#   deps.sh test     what `make test` needs (adds pytest-xdist, matplotlib, jsonschema, xmllint,
+#                    http_parser, ab, wrk, h2load for the HTTP example, what `deps.sh docs`
+#                    adds, and Chromium with its driver and Selenium for the site's test)
+#   deps.sh docs     what `make docs` needs besides `grade`'s: mkdocs (1.4 or later, for
+#                    mkdocs.yml's hooks) and mkdocs-material
 set -u
 # Once everything is there, a stamp in build/ says so, and later runs skip
 # the checks (a dozen Python starts and a TSan link: about a second, on every
@@ -53,7 +56,30 @@ have_module() {   # a Python with pytest that also has module $1
     done
     return 1
 }
+have_docs() {   # mkdocs with the material theme and pymdownx, in a Python that reads TOML
+    for p in python3 /usr/bin/python3; do
+        if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import tomllib, pymdownx
+from mkdocs.utils import get_theme_names
+assert "material" in get_theme_names()' 2>/dev/null; then return 0; fi
+    done
+    return 1
+}
+if [ "${1:-grade}" = test ] || [ "${1:-grade}" = docs ]; then
+    # the textbook site (mkdocs.yml, make docs); python3-pymdownx and
+    # python3-markdown come with mkdocs-material
+    have_docs || need="$need mkdocs mkdocs-material"
+fi
 if [ "${1:-grade}" = test ]; then
+    # the site's self-test loads every page in headless Chromium
+    # (grader/selftest/test_site.py). Ubuntu has no chromium-driver package:
+    # its Chromium moved from a deb to a snap in 19.10
+    # (https://snapcraft.io/blog/chromium-in-ubuntu-deb-to-snap-transition),
+    # which a container rarely runs; there the test is skipped and says why
+    if ! command -v chromedriver >/dev/null 2>&1 && apt-cache show chromium-driver >/dev/null 2>&1; then
+        need="$need chromium chromium-driver"
+    fi
+    have_module selenium || need="$need python3-selenium"
+    have_module PIL || need="$need python3-pil"   # reads the screenshot
     have_xdist || need="$need python3-pytest-xdist"
     # the trace renderer's self-test draws a picture (grader/tracing/trace_render.py)
     have_matplotlib || need="$need python3-matplotlib"
