@@ -8,16 +8,24 @@ import os
 import pathlib
 
 
-def _own_cgroup_dirs():
-    """The cgroup folders of this process, v2 first, then v1's cpu ones."""
-    out = []
+def own_cgroups():
+    """[(controllers, path)] of this process, from /proc/self/cgroup: one
+    entry per hierarchy ("" is cgroup v2's), the path without its leading /."""
     try:
         lines = pathlib.Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
-        return out
+        return []
+    out = []
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        path = path.lstrip("/")
+        out.append((controllers, path.lstrip("/")))
+    return out
+
+
+def _own_cgroup_dirs():
+    """The cgroup folders of this process, v2 first, then v1's cpu ones."""
+    out = []
+    for controllers, path in own_cgroups():
         if controllers == "":
             out += [pathlib.Path("/sys/fs/cgroup") / path, pathlib.Path("/sys/fs/cgroup/unified") / path]
         elif "cpu" in controllers.split(","):

@@ -53,7 +53,7 @@ import sys
 import tempfile
 import threading
 
-from . import kernel
+from . import kernel, machine
 from .jail import PIDS_MAX, Jail
 
 MEMORY_MAX = 3 << 30    # bytes of memory one run may hold (the lanes say their own; see invoke.py)
@@ -65,15 +65,10 @@ def _own_v1_group(name):
     `name`, or None: the runs' groups are made below it, so every limit the
     grader itself is under (a container's, a test's 0.5-CPU quota) holds for
     them too."""
-    try:
-        lines = pathlib.Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
+    for controllers, path in machine.own_cgroups():
         if name in controllers.split(","):
             for mount in (controllers, name):
-                d = pathlib.Path("/sys/fs/cgroup") / mount / path.lstrip("/")
+                d = pathlib.Path("/sys/fs/cgroup") / mount / path
                 if (d / "cgroup.procs").exists():
                     return d
     return None
