@@ -120,32 +120,8 @@ class Sandbox:
             except OSError as e:
                 self.why_not.append(f"no pids cgroup ({e.strerror})")
                 self.pids_root = self._group = None
-        mem_root = (_controller_root("memory") if self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0" else None)
-        if mem_root is not None:
-            _remove_stale_groups(mem_root)
-            self._mem_group = mem_root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
-            try:
-                self._mem_group.mkdir()
-                if (mem_root / "cgroup.subtree_control").exists():   # v2: give the children the controller
-                    kernel.write(self._mem_group / "cgroup.subtree_control", "+memory")
-            except OSError as e:
-                self.why_not.append(f"no memory limit per run (a memory cgroup was refused: {e.strerror})")
-                self._mem_group = None
-        else:
-            self.why_not.append("no memory limit per run beyond the process limits (no writable memory cgroup)")
-        cpu_root = (_controller_root("cpu") if self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0" else None)
-        if cpu_root is not None:
-            _remove_stale_groups(cpu_root)
-            self._cpu_group = cpu_root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
-            try:
-                self._cpu_group.mkdir()
-                if (cpu_root / "cgroup.subtree_control").exists():
-                    kernel.write(self._cpu_group / "cgroup.subtree_control", "+cpu")
-            except OSError as e:
-                self.why_not.append(f"no CPU share per run (a cpu cgroup was refused: {e.strerror})")
-                self._cpu_group = None
-        else:
-            self.why_not.append("no CPU share per run (no writable cpu cgroup): a run's threads compete one by one")
+        self._mem_group = self._grader_group("memory", "memory limit per run, beyond the process limits")
+        self._cpu_group = self._grader_group("cpu", "CPU share per run: a run's threads compete one by one")
         if self.root:
             self.disk_quota = _tmpfs_works(self.base)
         if not self.disk_quota:
@@ -165,6 +141,26 @@ class Sandbox:
         if err is not None:
             self.private_dirs = False
             self.why_not.append(f"the machine's /tmp and /dev/shm are shared: a mount namespace was refused ({err})")
+
+    def _grader_group(self, controller, what):
+        """This grader's cgroup of `controller` (memory, cpu), below which
+        each run gets one; None, with the reason in why_not, where there is
+        no writable one (not root, LAB_SANDBOX_CGROUP=0, or refused)."""
+        root = (_controller_root(controller) if self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
+                else None)
+        if root is None:
+            self.why_not.append(f"no {what} (no writable {controller} cgroup)")
+            return None
+        _remove_stale_groups(root)
+        group = root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
+        try:
+            group.mkdir()
+            if (root / "cgroup.subtree_control").exists():   # v2: give the children the controller
+                kernel.write(group / "cgroup.subtree_control", f"+{controller}")
+        except OSError as e:
+            self.why_not.append(f"no {what} (a {controller} cgroup was refused: {e.strerror})")
+            return None
+        return group
 
     def _probe(self):
         """Tries a jail in a child Python process; None when it worked, else
