@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 ITEM = "pending-registers"
-NEEDS = {"slurm": ("slurmctld", "slurmd", "sbatch", "munged"), "parallel": ("parallel", "ssh", "ssh-keygen")}
+NEEDS = {"slurm": ("slurmctld", "slurmd", "sbatch", "sinfo", "munged", "munge", "unmunge"), "parallel": ("parallel", "ssh", "ssh-keygen")}
 
 
 def _missing(kind):
@@ -51,13 +51,24 @@ def _grade_class(tmp_path, subs, *extra, env=None):
     return proc
 
 
-def _wait_for(check, what, seconds=30):
+def _wait_for(check, what, seconds=30, logs=()):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         if check():
             return
         time.sleep(0.3)
-    raise AssertionError(f"{what} did not come up within {seconds} s")
+    tails = "".join(f"\n--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+                    for log in logs if log.exists())
+    raise AssertionError(f"{what} did not come up within {seconds} s{tails}")
+
+
+def _munge_works():
+    try:
+        cred = subprocess.run(["munge", "-n"], capture_output=True, timeout=10)
+        return cred.returncode == 0 and subprocess.run(["unmunge"], input=cred.stdout, capture_output=True,
+                                                       timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def test_slurm_job_array(tmp_path):
@@ -65,7 +76,10 @@ def test_slurm_job_array(tmp_path):
     d = tmp_path / "slurm"
     (d / "state").mkdir(parents=True)
     (d / "spool").mkdir()
-    host = socket.gethostname()
+    # slurmd names its node by the short hostname unless told; a CI machine
+    # called runner.example.internal would never match NodeName, so the node
+    # gets a fixed name and slurmctld the name this machine answers to.
+    host, node_name = socket.gethostname().split(".")[0], "lab1"
     ctl, node = _free_port(), _free_port()
     conf = d / "slurm.conf"
     conf.write_text(f"""ClusterName=lab
@@ -87,25 +101,29 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
 MpiDefault=none
-NodeName={host} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} State=UNKNOWN
+NodeName={node_name} NodeAddr=127.0.0.1 NodeHostname=127.0.0.1 CPUs={os.cpu_count()} State=UNKNOWN
 PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
     env = dict(os.environ, SLURM_CONF=str(conf))
     daemons = []
     try:
-        munge_sock = pathlib.Path("/run/munge/munge.socket.2")
-        if not munge_sock.exists():
+        if not _munge_works():
+            # a socket left by a munged that is gone (a session that ended)
+            # would make every credential fail; start a munged of our own
+            for stale in ("munge.socket.2", "munge.socket.2.lock", "munged.pid"):
+                pathlib.Path("/run/munge", stale).unlink(missing_ok=True)
             os.makedirs("/run/munge", exist_ok=True)
             shutil.chown("/run/munge", "munge", "munge")
             daemons.append(subprocess.Popen(["munged", "--foreground", "--force"], stdout=subprocess.DEVNULL,
                                             stderr=subprocess.DEVNULL))
-            _wait_for(munge_sock.exists, "munged")
+            _wait_for(_munge_works, "munged")
         daemons.append(subprocess.Popen(["slurmctld", "-D", "-c", "-f", str(conf)], env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        daemons.append(subprocess.Popen(["slurmd", "-D", "-f", str(conf)], env=env,
+        daemons.append(subprocess.Popen(["slurmd", "-D", "-N", node_name, "-f", str(conf)], env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _wait_for(lambda: "idle" in subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True,
-                                                   text=True).stdout, "the Slurm node")
+                                                   text=True).stdout, "the Slurm node", seconds=90,
+                  logs=(d / "slurmctld.log", d / "slurmd.log"))
         proc = _grade_class(tmp_path, _class(tmp_path), "--dispatch=slurm", env=env)
         assert "Slurm job array" in proc.stdout, proc.stdout
         assert list((tmp_path / "reports").glob("slurm-*_1.out")), "one task per student (array index 1: bob)"
