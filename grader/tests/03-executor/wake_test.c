@@ -394,7 +394,44 @@ LAB_TEST(wake, other_thread_unparks_run, 10)
  * thread's push before the executor's read of the remote stack is the push's
  * release and the take's acquire. ThreadSanitizer sees a race on queue_next
  * when either is weaker. Everything else here is a relaxed atomic on purpose:
- * it must not add an ordering of its own. */
+ * it must not add an ordering of its own.
+ *
+ * That includes the driver. The default one (stage 02's parker) orders its
+ * unpark before the park that takes the token, and the executor polls it with
+ * a zero timeout every EXECUTOR_DRIVER_INTERVAL polls: a tick between the push
+ * and the take of the remote stack orders the two for ThreadSanitizer, so a
+ * relaxed push went unseen in most runs. The test therefore runs on a driver
+ * whose token is a relaxed flag. */
+struct loose_driver {
+    atomic_bool token; /* relaxed: it pairs with nothing, on purpose */
+};
+
+static bool loose_park(void *self, int64_t timeout_ns)
+{
+    struct loose_driver *d = self;
+    for (;;) {
+        if (atomic_exchange_explicit(&d->token, false, memory_order_relaxed))
+            return true;
+        if (timeout_ns >= 0)
+            return false; /* an early return: the driver contract allows it */
+        sched_yield();
+    }
+}
+
+static void loose_unpark(void *self)
+{
+    struct loose_driver *d = self;
+    atomic_store_explicit(&d->token, true, memory_order_relaxed);
+}
+
+static uint64_t loose_now(void *self)
+{
+    (void)self;
+    return driver_monotonic_ns();
+}
+
+static const struct driver_vtable loose_vtable = {loose_park, loose_unpark, loose_now};
+
 struct busy {
     struct probe_stats *a, *c;
     atomic_uint woken_at;   /* A's polls when the other thread woke C */
@@ -453,7 +490,10 @@ static void *busy_waker_thread(void *arg)
 
 LAB_TEST(wake_race, remote_wake_reaches_busy_executor, 10)
 {
-    struct executor *ex = new_executor();
+    struct loose_driver loose;
+    atomic_init(&loose.token, false);
+    struct executor *ex = executor_new((struct driver){&loose_vtable, &loose});
+    cr_assert_not_null(ex, "executor_new returned NULL");
     struct probe_stats a, c;
     struct busy b;
     memset(&b, 0, sizeof b);
