@@ -37,7 +37,9 @@ def test_a_reference_as_slow_means_too_slow_to_judge(tmp_path):
                        timeout=600)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-3000:]           # not judged is not a failure
-    assert "too slow to judge, rerun" in out, out[-3000:]
+    # the kernel's numbers may say first that the machine starved the run (a
+    # loaded machine): that is the other honest "not judged", also a regrade
+    assert "too slow to judge, rerun" in out or "the machine was too busy" in out, out[-3000:]
     assert "Not judged here: 01-signal/" + ITEM in out, out[-3000:]
     data = json.loads(results.read_text())
     assert data["score"] == 0

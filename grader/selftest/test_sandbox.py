@@ -285,6 +285,16 @@ def test_a_starved_test_is_not_judged_and_a_deadlock_still_fails(tmp_path, caps,
     r = spin.item(f"01-signal/{ITEM}")
     assert r["score"] == 0 and r.get("extra_data", {}).get("judged") is False, spin.output[-3000:]
     assert "not judged, regrade: the machine was too busy" in spin.output, spin.output[-3000:]
-    sleep = grade(tmp_path, _spin_or_sleep(tmp_path / "sleep", False), stage="01-signal", items=[ITEM], timeout=300)
+    # A sleeper waits for no CPU, but its runner's start-up does: on a machine
+    # already loaded past its CPUs, the kernel's numbers may honestly say the
+    # machine starved even that run. Then the grader's "not judged" is right,
+    # and this half of the test cannot be checked here: once more, then skip.
+    for attempt in range(2):
+        sleep = grade(tmp_path, _spin_or_sleep(tmp_path / f"sleep{attempt}", False),
+                      stage="01-signal", items=[ITEM], timeout=300)
+        if "too busy" not in sleep.output:
+            break
+    else:
+        pytest.skip("the machine was too busy to tell a deadlock from starvation (twice): " +
+                    sleep.output.splitlines()[-1][:200])
     assert sleep.item(f"01-signal/{ITEM}")["status"] == "failed", sleep.output[-3000:]
-    assert "too busy" not in sleep.output, sleep.output[-3000:]
