@@ -92,7 +92,8 @@ def run_limited(cmd, timeout=COMPILE_TIMEOUT, output=None, jailed=False):
             _compile_limits()
             if jail is not None:
                 jail.preexec()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
+        run = jail.command(cmd) if jail is not None else cmd   # preexec and command go together
+        proc = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
                                 start_new_session=True, preexec_fn=child)
         try:
             out, err = proc.communicate(timeout=timeout)

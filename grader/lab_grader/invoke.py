@@ -171,8 +171,8 @@ class Invocation:
         env = dict(os.environ)
         env.update({k: moved(v) for k, v in self.env.items()})
         env["LAB_RUN_DIR"] = str(work / "rec")
-        cmd = [*(moved(w) for w in self.wrapper), str(binary), f"-j{self.jobs}", f"--xml={xml}",
-               "--filter", filter_for(self.tests)]
+        cmd = jail.command([*(moved(w) for w in self.wrapper), str(binary), f"-j{self.jobs}", f"--xml={xml}",
+                            "--filter", filter_for(self.tests)])
 
         def child():
             apply_limits(self.data_limit)

@@ -32,7 +32,9 @@ def _counter(path, key):
 
 @dataclasses.dataclass
 class Jail:
-    """One run's confinement. preexec() runs in the child before exec."""
+    """One run's confinement. preexec() runs in the child before exec, and
+    the child execs command(cmd), never cmd itself: where preexec made a PID
+    namespace, the command's first fork is that namespace's first process."""
     sandbox: object           # the Sandbox whose choices it carries out
     uid: int = -1              # -1: keep the grader's user
     cgroup: pathlib.Path = None
@@ -55,7 +57,10 @@ class Jail:
             kernel.loopback_up()
         elif sb.netns == "user":
             uid, gid = os.getuid(), os.getgid()
-            kernel.unshare(kernel.CLONE_NEWUSER | kernel.CLONE_NEWNET)
+            # CLONE_NEWPID takes effect for this process's children: the
+            # command (self.command) is unshare(1), whose forked child is the
+            # namespace's first process and execs the runner
+            kernel.unshare(kernel.CLONE_NEWUSER | kernel.CLONE_NEWNET | (kernel.CLONE_NEWPID if getattr(sb, "pidns", None) else 0))
             kernel.write("/proc/self/setgroups", "deny")
             kernel.write("/proc/self/uid_map", f"{uid} {uid} 1")
             kernel.write("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -69,6 +74,11 @@ class Jail:
             os.setgroups([])
             os.setgid(self.uid)
             os.setuid(self.uid)
+
+    def command(self, cmd):
+        """cmd as the run starts it: not root, where the machine allows, in
+        a PID namespace of its own (sandbox.py, "processes")."""
+        return [*self.sandbox.pidns, *cmd] if getattr(self.sandbox, "pidns", None) else list(cmd)
 
     def fork_failures(self):
         """How many forks the process limit refused in this run; -1 when it

@@ -22,6 +22,14 @@ far as the machine allows, and the grader says how far that was:
             and each run has its own) and `kill -9 -1` as that user does the
             killing; otherwise there is no process limit, and the report says
             so. LAB_SANDBOX_CGROUP=0 leaves the cgroup out (to test that path).
+            Not root, inside the user namespace: a PID namespace of its own
+            (made between fork and exec, where the run still holds the user
+            namespace's capabilities, which an exec as a non-zero user id
+            drops; util-linux's `unshare --fork --kill-child` then starts the
+            runner as the namespace's first process), so a test's kill(-1) reaches the run's
+            own processes, not every process of the user who grades, and
+            every process of the run dies with the runner, a daemon that
+            left its session included (pid_namespaces(7)).
   cpu       A cpu cgroup per run, all of equal weight: a run that starts 500
             busy threads gets one run's share of the machine, not 500 tasks'
             worth, and the runs beside it keep theirs. What a run's tasks got
@@ -48,6 +56,7 @@ import atexit
 import os
 import pathlib
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +109,7 @@ class Sandbox:
                           else None)
         self.netns = "none"
         self.private_dirs = False  # own /tmp and /dev/shm (a mount namespace)
+        self.pidns = None          # not root: the command that starts a run in a PID namespace of its own
         self.why_not = []   # what could not be had, in plain words
         self.base = None
         self._group = None
@@ -141,6 +151,10 @@ class Sandbox:
         if err is not None:
             self.private_dirs = False
             self.why_not.append(f"the machine's /tmp and /dev/shm are shared: a mount namespace was refused ({err})")
+        if not self.root:
+            err = self._probe_pidns()
+            if err is not None:
+                self.why_not.append(f"a test's kill(-1) reaches every process of yours: no PID namespace ({err})")
 
     def _grader_group(self, controller, what):
         """This grader's cgroup of `controller` (memory, cpu), below which
@@ -179,6 +193,31 @@ class Sandbox:
             return str(e)
         finally:
             jail.close()
+
+    def _probe_pidns(self):
+        """Not root: can a run start in a PID namespace of its own? Sets
+        self.pidns to the command prefix when it can; else says why not.
+        Only inside the user namespace: that is where the run has the
+        capability to make one (Jail.preexec makes it)."""
+        if self.netns != "user":
+            return "no user namespace"
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            return "util-linux's unshare is not installed"
+        self.pidns = [unshare, "--fork", "--kill-child", "--"]
+        jail = self.jail()
+        try:
+            p = subprocess.run(jail.command(["sh", "-c", "test $$ = 1"]), preexec_fn=jail.preexec,
+                               capture_output=True, text=True, timeout=30)
+            if p.returncode == 0:
+                return None
+            err = (p.stderr.strip().splitlines() or [f"status {p.returncode}"])[-1]
+        except (OSError, subprocess.SubprocessError) as e:
+            err = str(e)
+        finally:
+            jail.close()
+        self.pidns = None
+        return err
 
     def jail(self, memory=MEMORY_MAX, private=True, quota=None, own_user=True):
         """One run's Jail. private=False: no mount namespace of its own;
@@ -225,6 +264,8 @@ class Sandbox:
         parts = []
         parts.append("each run as a user id of its own" if self.root else "as your own user")
         parts.append("own network namespace (loopback only)" if self.netns != "none" else "shared network")
+        if self.pidns:
+            parts.append("own PID namespace")
         if self.private_dirs:
             parts.append("own /tmp and /dev/shm")
         if self._group is not None:

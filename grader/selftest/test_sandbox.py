@@ -298,3 +298,49 @@ def test_a_starved_test_is_not_judged_and_a_deadlock_still_fails(tmp_path, caps,
         pytest.skip("the machine was too busy to tell a deadlock from starvation (twice): " +
                     sleep.output.splitlines()[-1][:200])
     assert sleep.item(f"01-signal/{ITEM}")["status"] == "failed", sleep.output[-3000:]
+
+
+def test_not_root_a_kill_of_every_process_reaches_the_run_only(tmp_path, caps):
+    """The grader run by a user who is not root (a student on their own
+    machine; here root drops to nobody with setpriv, on a copy of the lab
+    that user owns): a test that calls kill(-1, SIGKILL) took the grader
+    with it (make's status 137, no report), since every process of that
+    user was in reach. In the run's own PID namespace it reaches only the
+    run: the grading ends with its report. A daemon a test leaves (a fork
+    that leaves the session) dies with the runner."""
+    if not caps["root"]:
+        pytest.skip("needs root to drop to another user (setpriv) for the not-root grader")
+    if shutil.which("setpriv") is None:
+        pytest.skip("util-linux's setpriv is not installed")
+    nobody = 65534
+    drop = ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups"]
+    if subprocess.run([*drop, "unshare", "--user", "--map-current-user", "--pid", "--fork", "true"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("this kernel gives a user who is not root no user and PID namespace")
+    lab = tmp_path / "lab"
+    shutil.copytree(ROOT, lab, ignore=shutil.ignore_patterns(".git", "build", "__pycache__"))
+    trees = {
+        "kill": ('    kill(-1, SIGKILL);\n', ("signal.h",)),
+        "daemon": ('    if (fork() == 0) {\n        setsid();\n        prctl(PR_SET_NAME, "lab-nr-daemon");\n'
+                   '        for (;;)\n            pause();\n    }\n', ("signal.h", "sys/prctl.h", "unistd.h")),
+    }
+    for name, (code, includes) in trees.items():
+        hostile_tree(tmp_path / name, code, includes=includes)
+    for dirpath, dirnames, filenames in os.walk(tmp_path):
+        for n in [*dirnames, *filenames]:
+            os.lchown(os.path.join(dirpath, n), nobody, nobody)
+    os.chmod(tmp_path, 0o755)
+    for parent in tmp_path.parents:     # pytest's folders are root's alone: let nobody pass through
+        if parent == pathlib.Path("/tmp"):
+            break
+        os.chmod(parent, os.stat(parent).st_mode | 0o711)
+    for name in trees:
+        proc = subprocess.run([*drop, "make", "-s", "-C", str(lab), "grade", f"TARGET={tmp_path / name / 'tree'}",
+                               "STAGE=1", f"ITEMS={ITEM}"], capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ, HOME=str(lab), NO_COLOR="1"))
+        out = proc.stdout + proc.stderr
+        assert "own PID namespace" in out, out[-3000:]
+        assert proc.returncode == 0 and "Total: 1/1" in out, (name, proc.returncode, out[-3000:])
+    ps = subprocess.run(["ps", "-eo", "stat=,comm="], capture_output=True, text=True).stdout.splitlines()
+    alive = [p for p in ps if p.split()[-1] == "lab-nr-daemon" and not p.startswith("Z")]
+    assert not alive, f"{len(alive)} daemons of a test outlived the grading"

@@ -466,7 +466,9 @@ LAB_TEST(io_driver, park_sleeps_in_epoll_wait, 5)
 
 /* The time driver on top: a sleep and a socket share one park. The reader is
  * woken by its data at ~20 ms, the sleep fires at 150 ms, and the thread
- * parks in between. */
+ * parks in between. Both times grow with LAB_TIMEOUT_SCALE (10 under
+ * Valgrind, where a thread can be held for a few hundred ms: the order of
+ * the two events is the check, and it needs the gap to outlast such a hold). */
 struct sleeper {
     struct sleep sl;
     uint64_t *at;
@@ -509,14 +511,15 @@ LAB_TEST(io_driver, timers_and_io_share_one_park, 10)
     struct conn c;
     conn_new(&s, &c);
 
+    const unsigned byte_ms = SCALED_MS(20), sleep_ms = SCALED_MS(150);
     uint64_t start = monotonic_ns(), slept_at = 0, read_at = 0;
-    struct sleeper sl = { .sl = sleep_for(s.td, 150 * MS_NS), .at = &slept_at };
+    struct sleeper sl = { .sl = sleep_for(s.td, sleep_ms * MS_NS), .at = &slept_at };
     ssize_t got = 0;
     struct byte_reader br = { .st = c.st, .at = &read_at, .got = &got };
     uint64_t w0 = io_driver_test_waits(s.io), c0 = thread_cpu_ns();
     iostack_spawn(&s, future_of(&sleeper_vt, &sl));
     iostack_spawn(&s, future_of(&byte_reader_vt, &br));
-    struct delayed ds = { .fd = c.peer, .ms = 20, .msg = "z", .end = PEER_KEEP };
+    struct delayed ds = { .fd = c.peer, .ms = byte_ms, .msg = "z", .end = PEER_KEEP };
     pthread_t th;
     pthread_create(&th, NULL, delayed_peer, &ds);
     iostack_run(&s);
@@ -525,17 +528,18 @@ LAB_TEST(io_driver, timers_and_io_share_one_park, 10)
     lab_note("byte at +%.1f ms, sleep at +%.1f ms, %llu epoll_waits, %.2f ms CPU", (read_at - start) / 1e6,
              (slept_at - start) / 1e6, (unsigned long long)waits, cpu / 1e6);
     cr_assert_eq(got, 1, "the reader got %zd instead of one byte", got);
-    if (read_at >= slept_at && (ds.sent_ns + 10 * MS_NS >= slept_at || slept_at - start >= 350 * MS_NS))
-        lab_cannot_judge("the byte due at 20 ms was sent at %.1f ms and the 150 ms sleep fired at %.1f ms: the "
+    if (read_at >= slept_at && (ds.sent_ns + SCALED_MS(10) * MS_NS >= slept_at ||
+                                slept_at - start >= SCALED_MS(350) * MS_NS))
+        lab_cannot_judge("the byte due at %u ms was sent at %.1f ms and the %u ms sleep fired at %.1f ms: the "
                          "machine held the peer or the executor too long to tell which came first",
-                         (ds.sent_ns - start) / 1e6, (slept_at - start) / 1e6);
-    cr_assert_lt(read_at, slept_at, "the byte sent at 20 ms was read only after the 150 ms sleep fired: I/O must "
-                 "wake the park, not wait for the timer");
-    cr_assert_geq(slept_at - start, 150 * MS_NS, "a 150 ms sleep finished early, at %.1f ms",
+                         byte_ms, (ds.sent_ns - start) / 1e6, sleep_ms, (slept_at - start) / 1e6);
+    cr_assert_lt(read_at, slept_at, "the byte sent at %u ms was read only after the %u ms sleep fired: I/O must "
+                 "wake the park, not wait for the timer", byte_ms, sleep_ms);
+    cr_assert_geq(slept_at - start, sleep_ms * MS_NS, "a %u ms sleep finished early, at %.1f ms", sleep_ms,
                   (slept_at - start) / 1e6);
-    cr_assert_leq(waits, 12, "%llu epoll_wait calls for one byte and one 150 ms sleep: the park timeout must be "
-                  "the next timer's expiration", (unsigned long long)waits);
-    cr_assert_lt(cpu, 30 * MS_NS * LAB_TIMEOUT_SCALE, "waiting 150 ms cost %.1f ms of CPU", cpu / 1e6);
+    cr_assert_leq(waits, 12, "%llu epoll_wait calls for one byte and one %u ms sleep: the park timeout must be "
+                  "the next timer's expiration", (unsigned long long)waits, sleep_ms);
+    cr_assert_lt(cpu, 30 * MS_NS * LAB_TIMEOUT_SCALE, "waiting %u ms cost %.1f ms of CPU", sleep_ms, cpu / 1e6);
     conn_free(&c);
     iostack_free(&s);
 }
