@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -48,13 +49,46 @@ BAD = [
 ]
 
 
+def check_args(args):
+    """What the Makefile's check (tools.py args) says of make's arguments,
+    in this process: the line, or None."""
+    sys.path.insert(0, str(GRADER))
+    import tools
+    kind = "grade" if args[0] == "check" else args[0]
+    names = {"VG_SCALE": "valgrind-scale", "ITEM": "item"}
+    opts = {k: "" for k in ("target", "stage", "items", "item", "test", "seed", "budget", "valgrind_scale", "hidden",
+                            "submissions", "jobs", "unjudged")}
+    for a in args[1:]:
+        k, _, v = a.partition("=")
+        opts[names.get(k, k.lower()).replace("-", "_")] = v
+    opts["target"] = opts["target"] or "labs"
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        tools.check_args(kind, types.SimpleNamespace(**opts))
+    except tools.rubric.RubricError as e:
+        return str(e)
+    finally:
+        os.chdir(cwd)
+    return None
+
+
 @pytest.mark.parametrize("args,words", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_a_bad_invocation_is_one_line(args, words):
-    rc, out = make(*args)
-    assert rc == 2, out
-    assert len(out.splitlines()) == 1, out
+    out = check_args(args)
+    assert out is not None and len(out.splitlines()) == 1, out
     for w in words:
         assert w in out, out
+
+
+# make itself: the same line, alone, and make's exit status 2, for each kind of check
+WIRED = [BAD[0], BAD[1], BAD[4], BAD[13], BAD[14], BAD[18], BAD[19], BAD[21]]
+
+
+@pytest.mark.parametrize("args,words", WIRED, ids=[" ".join(a) for a, _ in WIRED])
+def test_make_stops_in_one_line(args, words):
+    rc, out = make(*args)
+    assert rc == 2 and len(out.splitlines()) == 1 and words[0] in out, out
 
 
 def test_the_grader_itself_says_one_line():
