@@ -8,7 +8,9 @@
 #   make grade BUDGET=540            stop after 540 s: items left are "not judged" (RESULTS= is written as it goes)
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
-#   make debug STAGE=1 TEST=s/name   one test in gdb, in one process (GDB=0: without gdb)
+#   make debug STAGE=1 TEST=s/name   one test in gdb, built at -O0, in one process (GDB=0: without gdb)
+#   (in a stage folder, e.g. labs/01-signal: make grade, check, watch, debug TEST=.., hint ITEM=..
+#    take that stage of that tree)
 #   make compile_commands.json       for clangd: every file with the grader's flags
 #   make hint STAGE=1 ITEM=latest-waker   the next hint for one rubric item (RESET=1: start over;
 #                                    without ITEM: the stage's items and the hints seen)
@@ -33,6 +35,16 @@
 #-instructors
 # GNU make ($(shell), $(if), $(filter) below)
 SHELL = /bin/sh
+
+# Every path below starts at ROOT, so this Makefile works from any folder: a
+# stage folder's own Makefile (labs/01-signal/Makefile, written by `make labs`)
+# includes it, and there STAGE and TARGET default to that stage of that tree.
+ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+STAGE_FOLDER := $(filter-out $(ROOT),$(patsubst %/,%,$(dir $(abspath $(firstword $(MAKEFILE_LIST))))))
+ifneq ($(STAGE_FOLDER),)
+STAGE ?= $(notdir $(STAGE_FOLDER))
+TARGET ?= $(patsubst %/,%,$(dir $(STAGE_FOLDER)))
+endif
 
 TARGET ?= labs
 STAGE ?=
@@ -68,6 +80,12 @@ NEED_PY = test -n "$(PY)" || { echo "no Python with pytest found (tried python3,
 # drawing traces; else the one with pytest (trace.json is still written).
 PY_MPL = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import matplotlib, tomllib' 2>/dev/null; then command -v $$p; break; fi; done)
 
+# A bad STAGE=, TARGET=, ITEMS=, TEST=, SEED=, BUDGET=, VG_SCALE=, JOBS= ... stops make
+# here, in one line, before anything runs (grader/lab_grader/invocation.py
+# checks them; the grader checks again when pytest is run by hand). Expanded
+# with the recipe: $(call CHECK,kind args...).
+CHECK = $(eval CHECK_SAYS := $(shell $(or $(PY),python3) $(ROOT)/grader/tools.py args $(1) 2>&1))$(if $(CHECK_SAYS),$(error $(CHECK_SAYS)))
+
 GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="$(TEST)" \
 	--seed="$(SEED)" --valgrind-scale="$(VG_SCALE)" \
 	$(if $(RESULTS),--results="$(RESULTS)") $(if $(JUNIT),--junit="$(JUNIT)") \
@@ -77,73 +95,76 @@ GRADE_ARGS = --target="$(TARGET)" --stage="$(STAGE)" --items="$(ITEMS)" --test="
 .PHONY: grade check watch debug compile_commands.json deps trace clean hint
 
 grade: deps
+	$(call CHECK,grade $(GRADE_ARGS))
 	@$(NEED_PY)
-	@$(PYTEST) grader/grade $(GRADE_ARGS)
+	@$(PYTEST) $(ROOT)/grader/grade $(GRADE_ARGS)
 
 check: deps
+	$(call CHECK,grade $(GRADE_ARGS))
 	@$(NEED_PY)
-	@$(PYTEST) grader/grade $(GRADE_ARGS) --quick
+	@$(PYTEST) $(ROOT)/grader/grade $(GRADE_ARGS) --quick
 
 watch: deps
-	@test -n "$(STAGE)" || { echo "usage: make watch STAGE=n"; exit 2; }
-	@$(PY) grader/tools.py watch --stage "$(STAGE)" --target "$(TARGET)"
+	$(call CHECK,watch --stage="$(STAGE)" --target="$(TARGET)")
+	@$(PY) $(ROOT)/grader/tools.py watch --stage "$(STAGE)" --target "$(TARGET)"
 
 debug: deps
-	@test -n "$(STAGE)" -a -n "$(TEST)" || { echo "usage: make debug STAGE=n TEST=suite/name [GDB=0]"; exit 2; }
-	@$(PY) grader/tools.py debug --stage "$(STAGE)" --test "$(TEST)" --target "$(TARGET)" $(if $(filter 0,$(GDB)),--no-gdb)
+	$(call CHECK,debug --stage="$(STAGE)" --test="$(TEST)" --target="$(TARGET)")
+	@$(PY) $(ROOT)/grader/tools.py debug --stage "$(STAGE)" --test "$(TEST)" --target "$(TARGET)" $(if $(filter 0,$(GDB)),--no-gdb)
 
 compile_commands.json: deps
-	@$(PY) grader/tools.py compile-commands --target "$(TARGET)"
+	@$(PY) $(ROOT)/grader/tools.py compile-commands --target "$(TARGET)"
 
 deps:
-	@sh grader/deps.sh grade
+	@sh $(ROOT)/grader/deps.sh grade
 
 # The written hints (docs/hints/NN-name.md), one level at a time; the level
 # reached is kept in .hints. Needs Python only, so no deps.
 hint:
-	@$(or $(PY),python3) grader/tools.py hint --stage "$(STAGE)" --item "$(ITEM)" $(if $(RESET),--reset)
+	$(call CHECK,hint --stage="$(STAGE)" --item="$(ITEM)")
+	@$(or $(PY),python3) $(ROOT)/grader/tools.py hint --stage "$(STAGE)" --item "$(ITEM)" $(if $(RESET),--reset)
 
 # The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
 trace:
 	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
-	@$(or $(PY_MPL),$(PY),python3) grader/tracing/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
+	@$(or $(PY_MPL),$(PY),python3) $(ROOT)/grader/tracing/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
 	    --out "$(OUT)" $(if $(RENDER),--render "$(RENDER)")
 
 clean:
-	rm -rf build examples/06-reactor/build examples/07-work-stealing/build trace.json trace.png compile_commands.json
+	cd "$(ROOT)" && rm -rf build examples/06-reactor/build examples/07-work-stealing/build trace.json trace.png compile_commands.json
 
 #+instructors
 .PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench docs docs-serve
 
 grade-class: deps
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade-class SUBMISSIONS=dir [GRADEBOOK=file.csv] [STAGE=n] [JOBS=2] [DISPATCH=threads|slurm|parallel HOSTS=...]"; exit 2; }
-	@$(PY) grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)" \
+	$(call CHECK,grade-class --submissions="$(SUBMISSIONS)" --stage="$(STAGE)" --items="$(ITEMS)" --jobs="$(JOBS)" --hidden="$(HIDDEN)")
+	@$(PY) $(ROOT)/grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)" \
 	    $(if $(ITEMS),--items="$(ITEMS)") $(if $(JOBS),--jobs="$(JOBS)") $(if $(DISPATCH),--dispatch="$(DISPATCH)") $(if $(HOSTS),--hosts="$(HOSTS)")
 
 test: deps-test labs-check quotes-check
 	@$(NEED_PY)
-	@$(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
+	@cd "$(ROOT)" && $(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
 
 labs:
-	@python3 grader/authoring/skeleton.py --write
+	@python3 $(ROOT)/grader/authoring/skeleton.py --write
 
 labs-check:
-	@python3 grader/authoring/skeleton.py --check
+	@python3 $(ROOT)/grader/authoring/skeleton.py --check
 
 quotes:
-	@python3 grader/authoring/quotes.py --write
+	@python3 $(ROOT)/grader/authoring/quotes.py --write
 
 quotes-check:
-	@python3 grader/authoring/quotes.py --check
+	@python3 $(ROOT)/grader/authoring/quotes.py --check
 
 handout: deps labs-check
-	@$(PY) grader/course/handout.py
+	@$(PY) $(ROOT)/grader/course/handout.py
 
 autograder: deps labs-check
-	@$(PY) grader/course/autograder.py --stage="$(STAGE)" $(if $(HIDDEN),--hidden="$(HIDDEN)") $(if $(BUDGET),--budget="$(BUDGET)")
+	@$(PY) $(ROOT)/grader/course/autograder.py --stage="$(STAGE)" $(if $(HIDDEN),--hidden="$(HIDDEN)") $(if $(BUDGET),--budget="$(BUDGET)")
 
 deps-test:
-	@sh grader/deps.sh test
+	@sh $(ROOT)/grader/deps.sh test
 
 # The textbook site (mkdocs.yml): docs/*.md with the rubric's grading table,
 # built --strict (a broken link fails). grader/selftest/test_site.py loads it in Chromium.
@@ -151,20 +172,20 @@ PY_DOCS = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/
 NEED_DOCS = test -n "$(PY_DOCS)" || { echo "no Python with mkdocs found (tried python3, /usr/bin/python3)"; exit 2; }
 
 docs:
-	@sh grader/deps.sh docs
+	@sh $(ROOT)/grader/deps.sh docs
 	@$(NEED_DOCS)
-	@$(PY_DOCS) -m mkdocs build --strict --quiet && echo "wrote build/site (open build/site/index.html)"
+	@cd "$(ROOT)" && $(PY_DOCS) -m mkdocs build --strict --quiet && echo "wrote build/site (open build/site/index.html)"
 
 docs-serve:
-	@sh grader/deps.sh docs
+	@sh $(ROOT)/grader/deps.sh docs
 	@$(NEED_DOCS)
-	@$(PY_DOCS) -m mkdocs serve --strict
+	@cd "$(ROOT)" && $(PY_DOCS) -m mkdocs serve --strict
 
 # Never a prerequisite of test: CI runs only `make test`.
 bench:
-	@sh bench/deps.sh
-	@$(MAKE) -C bench run
+	@sh $(ROOT)/bench/deps.sh
+	@$(MAKE) -C $(ROOT)/bench run
 
 clean-all: clean
-	$(MAKE) -C bench clean
+	$(MAKE) -C $(ROOT)/bench clean
 #-instructors

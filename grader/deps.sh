@@ -9,12 +9,24 @@
 #   deps.sh docs     what `make docs` needs besides `grade`'s: mkdocs (1.4 or later, for
 #                    mkdocs.yml's hooks) and mkdocs-material
 set -u
+cd "$(dirname "$0")/.." || exit 1   # the lab's root: make may run from a stage folder
+self=grader/deps.sh
 # Once everything is there, a stamp in build/ says so, and later runs skip
 # the checks (a dozen Python starts and a TSan link: about a second, on every
-# `make grade`). The stamp is older than this script when the script
-# changes; `make clean` removes it (do that after uninstalling a package).
+# `make grade` and every rerun of `make watch`). The stamp holds the
+# compiler's identity (its driver and its libtsan: path, size, time), so a
+# compiler installed, upgraded or chosen with CC= is probed again; it is
+# older than this script when the script changes; `make clean` removes it
+# (do that after uninstalling a package).
 stamp="build/.deps-${1:-grade}.ok"
-if [ -f "$stamp" ] && [ "$stamp" -nt "$0" ]; then
+cc=$(command -v "${CC:-gcc}" 2>/dev/null)
+compiler_id() {
+    [ -n "$cc" ] || { echo "no compiler"; return; }
+    tsan=$("$cc" -print-file-name=libtsan.so 2>/dev/null)
+    ls -lLn --time-style=+%s "$cc" "$tsan" 2>/dev/null | awk '{print $5, $6, $7}'
+}
+key=$(compiler_id)
+if [ -f "$stamp" ] && [ "$stamp" -nt "$self" ] && [ "$(cat "$stamp")" = "$key" ]; then
     exit 0
 fi
 need=""
@@ -105,14 +117,14 @@ if [ "${1:-grade}" = test ]; then
     command -v ssh >/dev/null 2>&1 || need="$need openssh-client"
 fi
 # the TSan runtime comes with gcc's libtsan; check it links
-if command -v gcc >/dev/null 2>&1; then
+if [ -n "$cc" ]; then
     tmp=$(mktemp -d)
     printf 'int main(void){return 0;}\n' > "$tmp/t.c"
-    gcc -fsanitize=thread "$tmp/t.c" -o "$tmp/t" >/dev/null 2>&1 || need="$need libtsan2"
+    "$cc" -fsanitize=thread "$tmp/t.c" -o "$tmp/t" >/dev/null 2>&1 || need="$need libtsan2"
     rm -rf "$tmp"
 fi
 if [ -z "$need" ]; then
-    mkdir -p build && touch "$stamp"
+    mkdir -p build && printf '%s\n' "$key" > "$stamp"
     exit 0
 fi
 

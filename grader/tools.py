@@ -7,6 +7,8 @@
                                                 run one test in this process, under gdb
     tools.py hint --stage N [--item ID] [--reset]
                                                 the next hint for one rubric item (make hint)
+    tools.py args KIND --stage .. --target ..   the Makefile's check of its variables: one
+                                                line and exit 2 when one is wrong (invocation.py)
 
 compile_commands.json lists every C file of the lab with the exact flags the
 grader compiles it with, so clangd (and any editor that speaks to it) finds
@@ -14,11 +16,16 @@ the headers on the quote path and reports the same warnings.
 
 watch polls the stage's files twice a second rather than using inotify: it
 works the same on every filesystem (inotify is silent on some mounted ones).
+Each rerun clears the screen and runs the grader's pytest directly (make and
+deps.sh did their part when watch started); a stage that does not build
+shows the compiler's output alone (conftest's --watch), not a report.
 
-debug runs the test through the stand-in runner with --no-fork: Criterion
-always forks a worker per test, which makes a debugger follow the wrong
-process; the stand-in can run the test in its own process, with no timeout
-and no watchdog, so gdb sees every thread of the test.
+debug builds the stage at -O0 (build.DEBUG) and runs the test through the
+stand-in runner with --no-fork: Criterion always forks a worker per test,
+which makes a debugger follow the wrong process; the stand-in can run the
+test in its own process, with no timeout and no watchdog, so gdb sees every
+thread of the test. gdb starts it and stops at the test's own body,
+lab_body_<suite>_<name> (LAB_TEST in common/testing/lab_test.h).
 
 hint prints the next level of the written hints for one rubric item, from
 docs/hints/NN-name.md, and remembers the level reached in .hints at the root
@@ -47,7 +54,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import build, rubric  # noqa: E402
+from lab_grader import build, invocation, rubric  # noqa: E402
 
 
 def compile_commands(target):
@@ -91,47 +98,93 @@ def snapshot(paths):
     return state
 
 
+CLEAR = "\033[H\033[2J\033[3J"   # home, clear the screen, and its scrollback
+
+
+def check_command(target, stage):
+    """make check of these stages, run by pytest directly: make and deps.sh
+    have done their part when watch started."""
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "-rN",
+            str(ROOT / "grader" / "grade"), f"--target={target}", f"--stage={stage}", "--quick", "--watch"]
+
+
 def watch(target, stage):
-    stages = rubric.select(rubric.load_all(ROOT / "grader" / "rubric"), stage)
-    dirs = [target / s.name for s in stages]
-    print(f"watching {', '.join(str(d) for d in dirs)}; Ctrl-C to stop")
+    args = invocation.grading(ROOT, target=target, stage=stage)
+    dirs = [args.target / s.name for s in args.selected]
+    shown = ", ".join(str(d) for d in dirs)
+    tty = sys.stdout.isatty()
     last = None
     while True:
         now = snapshot(dirs)
         if now != last:
             last = now
-            subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), "check",
-                            f"STAGE={stage}", f"TARGET={target}"])
-            print(f"\n[{time.strftime('%H:%M:%S')}] waiting for a change...", flush=True)
+            print((CLEAR if tty else "") + f"make check STAGE={stage}: {shown}", flush=True)
+            began = time.monotonic()
+            subprocess.run(check_command(args.target, stage))
+            print(f"\n[{time.strftime('%H:%M:%S')}] checked in {time.monotonic() - began:.1f} s; "
+                  "waiting for a change... (Ctrl-C to stop)", flush=True)
         time.sleep(0.5)
 
 
 def debug(target, stage, test, use_gdb):
     from lab_grader import pipeline
-    stages = rubric.load_all(ROOT / "grader" / "rubric")
-    selected = rubric.select(stages, stage)
-    if len(selected) != 1:
-        raise rubric.RubricError("make debug wants one stage: STAGE=n")
+    stages, selected = invocation.check_stages(ROOT / "grader" / "rubric", stage)
+    one = invocation.check_one_stage(selected, "make debug")
+    target = invocation.check_target(target, stages)
+    test = invocation.check_test(test, [one], ROOT, graded=False)
     p = pipeline.Pipeline(root=ROOT, target=target, stages=stages, selected=selected,
                           build_dir=ROOT / "build" / "grade")
-    name = selected[0].name
     try:
-        b = p.build_only(name)
+        b = p.build_only(one.name, "debug")
     finally:
         p.close()
     if not b.ok:
         print(f"does not build: {b.error.first}\n{b.error.log}", file=sys.stderr)
         return 1
-    test = test.replace("::", "/")
-    if test.replace("/", "::") not in p.plan.of(name).tests:
-        raise rubric.RubricError(f"TEST={test}: no such test in {name} (make grade lists them in failures)")
-    binary = b.binaries["vg"]  # the stand-in runner, -O2 -g
-    cmd = [str(binary), "--no-fork", "--filter", test]
+    # the stand-in runner at -O0 -g, in this process (no fork, no timeout, no
+    # watchdog); gdb stops in the test's own body, LAB_TEST's
+    # lab_body_<suite>_<name> (common/testing/lab_test.h)
+    suite, name = test.split("/")
+    cmd = [str(b.binaries["debug"]), "--no-fork", "--filter", test]
     if use_gdb:
-        cmd = ["gdb", "-q", "--args", *cmd]
+        cmd = ["gdb", "-q", "-ex", f"break lab_body_{suite}_{name}", "-ex", "run", "--args", *cmd]
     env = dict(os.environ, LAB_NO_WATCHDOG="1")
     print(" ".join(cmd), flush=True)
     return subprocess.run(cmd, env=env).returncode
+
+
+def check_args(kind, a):
+    """The Makefile's check before a recipe runs (make grade, check, watch,
+    debug, hint, grade-class): raises invocation.UsageError."""
+    if kind in ("grade", "watch"):
+        if kind == "watch" and not a.stage:
+            raise invocation.UsageError("make watch wants a stage: make watch STAGE=n (or run it in a stage folder)")
+        invocation.grading(ROOT, target=a.target, stage=a.stage, items=a.items, test=a.test, seed=a.seed,
+                           budget=a.budget, valgrind_scale=a.valgrind_scale, hidden=a.hidden)
+        if a.unjudged not in ("", "zero", "omit"):
+            raise invocation.UsageError(f"UNJUDGED={a.unjudged}: zero (an item not judged counts 0 of its points) "
+                                        "or omit (0 of 0)")
+        return
+    stages, selected = invocation.check_stages(ROOT / "grader" / "rubric", a.stage, a.hidden)
+    if kind == "debug":
+        if not a.stage or not a.test:
+            raise invocation.UsageError("make debug wants TEST=suite/name and a stage (STAGE=n, or run it in the "
+                                        "stage's folder); GDB=0 runs it without gdb")
+        invocation.check_target(a.target, stages)
+        invocation.check_test(a.test, [invocation.check_one_stage(selected, "make debug")], ROOT, a.hidden,
+                              graded=False)
+    elif kind == "hint":
+        if a.stage:
+            stage = invocation.check_one_stage(selected, "make hint")
+            if a.item:
+                invocation.check_items([a.item], [stage], var="ITEM")
+    elif kind == "grade-class":
+        if not a.submissions:
+            raise invocation.UsageError("make grade-class wants SUBMISSIONS=dir (a folder of student trees)")
+        if not pathlib.Path(a.submissions).is_dir():
+            raise invocation.UsageError(f"SUBMISSIONS={a.submissions}: no such directory")
+        invocation.check_items([i for i in a.items.split(",") if i], selected)
+        invocation.check_number("JOBS", a.jobs, int, 1, "a number of gradings at once, 1 or more")
 
 
 # ---- make hint ----
@@ -196,14 +249,11 @@ def save_hint_state(path, state):
 
 
 def hint(stage_spec, item, reset, state_path=None, hints_dir=None):
-    stages = rubric.load_all(ROOT / "grader" / "rubric")
+    stages, selected = invocation.check_stages(ROOT / "grader" / "rubric", stage_spec)
     if not stage_spec:
         raise rubric.RubricError("usage: make hint STAGE=n ITEM=item [RESET=1] "
                                  f"(stages: {', '.join(s.name for s in stages)})")
-    selected = rubric.select(stages, stage_spec)
-    if len(selected) != 1:
-        raise rubric.RubricError("make hint wants one stage: STAGE=n")
-    stage = selected[0]
+    stage = invocation.check_one_stage(selected, "make hint")
     ids = [i.id for i in stage.items if not i.hidden]
     state_path = state_path or ROOT / ".hints"
     hints_file = (hints_dir or ROOT / "docs" / "hints") / f"{stage.name}.md"
@@ -212,8 +262,8 @@ def hint(stage_spec, item, reset, state_path=None, hints_dir=None):
     except HintError as e:
         raise rubric.RubricError(f"docs/hints/{e}") from None
     state = hint_state(state_path)
-    if item and item not in ids:
-        raise rubric.RubricError(f"ITEM={item}: no such item in {stage.name} (items: {', '.join(ids)})")
+    if item:
+        invocation.check_items([item], [stage], var="ITEM")
     if reset:
         for i in ([item] if item else ids):
             state.pop(f"{stage.name}/{i}", None)
@@ -264,14 +314,29 @@ def main():
     h.add_argument("--item", default="")
     h.add_argument("--reset", action="store_true")
     h.add_argument("--state", type=pathlib.Path, default=None, help="the state file (default: .hints)")
-    args = ap.parse_args()
+    a = sub.add_parser("args", help="check make's variables: one line and exit 2 when one is wrong")
+    a.add_argument("kind", choices=("grade", "watch", "debug", "hint", "grade-class"))
+    for opt in ("target", "stage", "items", "item", "test", "seed", "budget", "valgrind-scale", "hidden",
+                "submissions", "jobs", "unjudged"):
+        a.add_argument(f"--{opt}", default="")
+    args, rest = ap.parse_known_args()
+    if rest and args.cmd != "args":   # args: the rest of make grade's options are not its business
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.cmd == "hint":
         try:
             return hint(args.stage, args.item, args.reset, args.state)
         except rubric.RubricError as e:
             print(f"make hint: {e}", file=sys.stderr)
             return 2
-    target = (ROOT / args.target).resolve() if not os.path.isabs(args.target) else pathlib.Path(args.target)
+    if args.cmd == "args":
+        args.target = args.target or "labs"
+        try:
+            check_args(args.kind, args)
+        except rubric.RubricError as e:
+            print(e)
+            return 2
+        return 0
+    target = pathlib.Path(args.target).resolve()
     try:
         if args.cmd == "compile-commands":
             compile_commands(target)

@@ -13,6 +13,13 @@ Everything outside the markers is copied as it is, comments and hints
 included. Files named ANSWERS* and directories named answers/ never reach
 labs/ (answer keys stay with the solutions).
 
+Every stage folder, in labs/ and in solutions/, gets the same small Makefile
+(STAGE_MAKEFILE below, written by --write, checked by --check): `make grade`,
+`make check`, `make watch`, `make debug TEST=..`, `make hint ITEM=..` typed
+there grade that stage of that tree through the lab's own Makefile, which
+infers STAGE and TARGET from the folder. The grader never takes it in (it
+compiles a stage's .c and .h files only).
+
     skeleton.py --write          regenerate labs/
     skeleton.py --check          exit 1 (and say which files) when labs/ is stale
     skeleton.py --out DIR        write the skeletons somewhere else
@@ -29,6 +36,15 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)/\* BEGIN STUDENT(?P<kind> FIELDS| HIDDEN)?(?::\s*(?P<hint>.*?))?\s*\*/\s*$")
 END = re.compile(r"^[ \t]*/\* END STUDENT \*/\s*$")
+
+
+STAGE_MAKEFILE = """\
+# make grade, check, watch, debug TEST=suite/name, hint ITEM=id: typed here, they
+# work on this stage of this tree, through the lab's Makefile (written by make labs)
+LAB_ROOT := $(or $(LAB_ROOT),$(dir $(lastword $(MAKEFILE_LIST)))../..)
+$(if $(wildcard $(LAB_ROOT)/grader/grade),,$(error no lab in $(abspath $(LAB_ROOT)), two folders up: make grade LAB_ROOT=/path/to/the/lab))
+include $(LAB_ROOT)/Makefile
+"""
 
 
 class MarkerError(Exception):
@@ -156,15 +172,22 @@ def add_todo_include(text):
 
 
 def skip(path):
-    return path.name.startswith("ANSWERS") or "answers" in path.parts or path.name.startswith(".")
+    return (path.name.startswith("ANSWERS") or "answers" in path.parts or path.name.startswith(".")
+            or path == pathlib.Path(path.parts[0], "Makefile"))   # the stage's Makefile is STAGE_MAKEFILE
+
+
+def stage_dirs(root):
+    return sorted(p for p in root.iterdir() if p.is_dir())
 
 
 def generate(src_root, dst_root, only=None):
     """Writes every stage of src_root (or those named in `only`) into
     dst_root."""
-    for stage in sorted(p for p in src_root.iterdir() if p.is_dir()):
+    for stage in stage_dirs(src_root):
         if only and not any(stage.name == o or stage.name.startswith(o + "-") for o in only):
             continue
+        (dst_root / stage.name).mkdir(parents=True, exist_ok=True)
+        (dst_root / stage.name / "Makefile").write_text(STAGE_MAKEFILE)
         for f in sorted(stage.rglob("*")):
             rel = f.relative_to(src_root)
             if f.is_dir() or skip(rel):
@@ -220,8 +243,16 @@ def main():
                     shutil.copytree(d, labs / d.name)
                 print(f"wrote {', '.join('labs/' + d.name for d in sorted(fresh.iterdir()))}")
                 return 0
+            for stage in stage_dirs(solutions):   # solutions/ gets the stage Makefile too
+                made = stage / "Makefile"
+                if args.write and (not made.is_file() or made.read_text() != STAGE_MAKEFILE):
+                    if not args.stage or stage.name in {d.name for d in fresh.iterdir()}:
+                        made.write_text(STAGE_MAKEFILE)
             if args.check:
-                diffs = differences(fresh, labs)
+                diffs = differences(fresh, labs) + [
+                    f"solutions/{s.name}/Makefile is not the stage Makefile (skeleton.py's STAGE_MAKEFILE)"
+                    for s in stage_dirs(solutions)
+                    if not (s / "Makefile").is_file() or (s / "Makefile").read_text() != STAGE_MAKEFILE]
                 if diffs:
                     print("labs/ is out of date with solutions/:", *diffs, sep="\n  ", file=sys.stderr)
                     print("run: make labs", file=sys.stderr)

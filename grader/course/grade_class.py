@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "grader"))
 sys.path.insert(0, str(ROOT / "grader" / "course"))
 
 import dispatch  # noqa: E402
-from lab_grader import discover, rubric  # noqa: E402
+from lab_grader import discover, invocation, rubric  # noqa: E402
 
 
 def grade_one(student, reports, stage, hidden, trees, items=""):
@@ -141,7 +141,12 @@ def main(argv=None):
     if not students:
         print(f"grade_class.py: {subs} holds no student directory", file=sys.stderr)
         return 2
-    stages = rubric.select(rubric.load_all(ROOT / "grader" / "rubric"), args.stage)
+    try:
+        _, stages = invocation.check_stages(ROOT / "grader" / "rubric", args.stage)
+        invocation.check_items([i for i in args.items.split(",") if i], stages)
+    except invocation.UsageError as e:
+        print(f"grade_class.py: {e}", file=sys.stderr)
+        return 2
     out = (args.out or subs.parent / "gradebook.csv").resolve()
     reports = out.parent / "reports"
     reports.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ The report is printed at the end of the session.
 import os
 import pathlib
 import sys
+import threading
 import time
 
 import pytest
@@ -18,7 +19,7 @@ GRADER = pathlib.Path(__file__).resolve().parent.parent
 ROOT = GRADER.parent
 sys.path.insert(0, str(GRADER))
 
-from lab_grader import junit, pipeline, report, rubric  # noqa: E402
+from lab_grader import invocation, junit, pipeline, report, rubric  # noqa: E402
 
 _state = {"grader": None, "grading": None, "results": [], "start": time.monotonic(), "error": None}
 
@@ -42,38 +43,30 @@ def pytest_addoption(parser):
     g.addoption("--junit", default="", help="write JUnit XML here: a testcase per item, a suite per stage")
     g.addoption("--unjudged", default="zero", choices=("zero", "omit"),
                 help="how results.json counts an item not judged: 0 of its points (zero), or 0 of 0 (omit)")
+    g.addoption("--watch", action="store_true", help="make watch: when a stage does not build, the compiler's "
+                "error alone instead of the report")
     g.addoption("--reference", default="", help="the tree a timed-out test is rerun on (default solutions/; "
                 "for the grader's own self-tests)")
 
 
 def _make(config):
-    hidden = config.getoption("--hidden") or None
-    if hidden and not pathlib.Path(hidden).is_dir():
-        raise rubric.RubricError(f"HIDDEN={hidden}: no such directory")
-    stages = rubric.load_all(GRADER / "rubric", hidden)
-    selected = rubric.select(stages, config.getoption("--stage"))
-    target = pathlib.Path(config.getoption("--target"))
-    if not target.is_dir():
-        raise rubric.RubricError(f"TARGET={target}: no such directory")
-    items = [i for i in config.getoption("--items").split(",") if i]
-    try:
-        float(config.getoption("--budget") or 0)
-    except ValueError:
-        raise rubric.RubricError(f"BUDGET={config.getoption('--budget')}: a number of seconds") from None
-    seed = config.getoption("--seed") or None
-    if seed is not None and not seed.isdigit():
-        raise rubric.RubricError(f"SEED={seed}: a seed is a non-negative integer")
+    opt = config.getoption
+    args = invocation.grading(ROOT, target=opt("--target"), stage=opt("--stage"), items=opt("--items"),
+                              test=opt("--test"), seed=opt("--seed"), budget=opt("--budget"),
+                              valgrind_scale=opt("--valgrind-scale"), hidden=opt("--hidden"))
     return pipeline.Pipeline(
-        root=ROOT, target=target, stages=stages, selected=selected,
-        build_dir=pathlib.Path(config.getoption("--build-dir")), items=items,
-        test=config.getoption("--test") or None, seed=seed, werror=config.getoption("--werror"),
-        valgrind_scale=float(config.getoption("--valgrind-scale")), quick=config.getoption("--quick"),
-        hidden=hidden, reference=config.getoption("--reference") or None)
+        root=ROOT, target=args.target, stages=args.stages, selected=args.selected,
+        build_dir=pathlib.Path(opt("--build-dir")), items=args.items, test=args.test, seed=args.seed,
+        werror=opt("--werror"), valgrind_scale=args.valgrind_scale, quick=opt("--quick"),
+        hidden=opt("--hidden") or None, reference=opt("--reference") or None)
 
 
 def pytest_configure(config):
     try:
         _state["grader"] = _make(config)
+    except invocation.UsageError as e:
+        # one line, exit status 2: what was given and what would do
+        pytest.exit(str(e), returncode=2)
     except rubric.RubricError as e:
         _state["error"] = str(e)
 
@@ -100,24 +93,54 @@ def pytest_collection_finish(session):
     _state["done"] = 0
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     _state["progress"] = tr if (tr is not None and sys.stdout.isatty() and not os.environ.get("NO_PROGRESS")) else None
+    _state["ticking"] = threading.Event()
+    if _state["progress"] is not None:
+        tr._show_progress_info = False   # pytest's "[100%]" would follow the line and outlive it
+        threading.Thread(target=_tick, daemon=True).start()
 
 
-# ---- progress on a terminal: which stage, which item, how many left ----------------
-# On a terminal the line rewrites itself in place of pytest's dots; in a log
-# (CI, grade-class, Gradescope) the dots stay, one per item.
+def _end_progress():
+    """Erases the progress line, for good: before pytest's own newline."""
+    if "ticking" in _state:
+        _state["ticking"].set()
+    _progress("")
+    with _progress_lock:
+        _state["progress"] = None
+
+
+# ---- progress on a terminal: which stage, which item, how many left, how long ----
+# On a terminal the line rewrites itself in place of pytest's dots, and its
+# clock ticks while an item waits; it is erased before the report prints. In
+# a log (CI, grade-class, Gradescope) the dots stay, one per item.
+
+_progress_lock = threading.Lock()
+
 
 def _progress(text):
-    tr = _state.get("progress")
-    if tr is not None:
-        tr.write("\r\033[K" + text, flush=True)
+    with _progress_lock:
+        tr = _state.get("progress")
+        if tr is not None:
+            tr.write("\r\033[K" + text, flush=True)
+
+
+def _progress_line():
+    key, done, total = _state.get("current", ""), _state["done"], _state["total"]
+    secs = int(time.monotonic() - _state["start"])
+    return (f"grading {key}   ({done} of {total} items done, {total - done} left, "
+            f"{secs // 60}:{secs % 60:02d} so far)")
+
+
+def _tick():
+    while not _state["ticking"].wait(1.0):
+        if _state.get("progress") is not None and _state.get("current"):
+            _progress(_progress_line())
 
 
 def pytest_runtest_logstart(nodeid, location):
     if _state.get("progress") is None:
         return
-    key = nodeid.rsplit("[", 1)[-1].rstrip("]")
-    left = _state["total"] - _state["done"]
-    _progress(f"grading {key}   ({_state['done']} of {_state['total']} items done, {left} left)")
+    _state["current"] = nodeid.rsplit("[", 1)[-1].rstrip("]")
+    _progress(_progress_line())
 
 
 def pytest_runtest_logreport(report):
@@ -168,8 +191,7 @@ def time_left(config):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     g = _state["grader"]
     tr = terminalreporter
-    _progress("")
-    _state["progress"] = None
+    _end_progress()
     if _state["error"]:
         tr.write_line(f"grader: {_state['error']}", red=True)
         return
@@ -182,8 +204,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             sel.append(f"TEST={config.getoption('--test')}")
         tr.write_line(f"grader: nothing to grade ({' '.join(sel) or 'no items'} matched nothing)", red=True)
         return
-    tr.write_line("")
     grading = _state["grading"]
+    alone = report.compiler_first(grading, results) if config.getoption("--watch") else None
+    if alone:
+        tr.write_line(alone)
+        return
+    tr.write_line("")
     tr.write_line(report.text_report(grading, results))
     if config.getoption("--test"):
         _print_test_output(tr, g, config.getoption("--test"))
@@ -219,6 +245,7 @@ def pytest_sessionfinish(session, exitstatus):
     if g is not None:
         _state["grading"] = g.finish()   # before the report: pytest prints it after this hook
         g.close()
+    _end_progress()
     if _state["error"]:
         session.exitstatus = 2
     elif _state["grading"] is not None and _state["grading"].untrusted:

@@ -12,6 +12,7 @@ calibrating timeouts: a test that timed out is run again on it), once per
 set of objects.
 """
 import dataclasses
+import os
 import pathlib
 import threading
 
@@ -104,7 +105,8 @@ class Assembler:
         if d.is_dir():
             dirs = self._dirs(sp, self.reference)
             return [self.builder.compile(d / src, variant, dirs, werror=True).obj for src in sp.stage.sources]
-        shipped = self.root / "grader" / "reference" / sp.stage.name / variant
+        # make debug links the reference's -O2 objects where no source is at hand
+        shipped = self.root / "grader" / "reference" / sp.stage.name / ("plain" if variant == build.DEBUG else variant)
         objs = [shipped / (pathlib.Path(src).stem + ".o") for src in sp.stage.sources]
         if any(not o.exists() for o in objs):
             raise build.BuildError(f"no reference for {sp.stage.name} (neither solutions/ nor {shipped})", "",
@@ -121,7 +123,7 @@ class Assembler:
         decides whether the stage is usable; add_variant links the others
         when a lane first needs one). deps: {earlier stage: (usable, why)}
         for every stage of sp.closure, decided by the pipeline."""
-        variants = [v for v in build.VARIANTS if v in variants or v == "plain"]
+        variants = [v for v in (*build.VARIANTS, build.DEBUG) if v in variants or v == "plain"]
         result = StageBuild(ok=False)
         for dep in sp.closure:
             ok, why = deps[dep]
@@ -138,10 +140,23 @@ class Assembler:
                 if variant == "plain":
                     result.key = build._digest(*sorted(str(o) for o in objs))
         except build.BuildError as e:
+            e.first, e.log = self.theirs(e.first), self.theirs(e.log)
             result.error = e
             return result
         result.ok = True
         return result
+
+    def theirs(self, text):
+        """A compiler's words with the path of the grader's copy of a stage
+        (work/src/NN-name/file.c) put back to the student's own file, from
+        where make runs when it is below it: what an editor opens."""
+        theirs = self.target
+        try:
+            theirs = theirs.relative_to(pathlib.Path.cwd())
+        except ValueError:
+            pass
+        prefix = "" if str(theirs) == "." else f"{theirs}{os.sep}"
+        return text.replace(f"{self.src}{os.sep}", prefix) if text else text
 
     def add_variant(self, plan, sp, deps, variant, result):
         """Links one more variant of a stage that built (a tool lane's, on its
@@ -163,7 +178,7 @@ class Assembler:
         objs = (self.builder.test_objects(tests_dir, variant, dirs, hidden) +
                 [c.obj for c in self.student_objects(plan, sp, code)] + objs + self.builder.common_objects(variant))
         result.binaries[variant] = self.builder.link(objs, self.work / sp.stage.name / f"tests-{variant}", variant)
-        result.reference[variant] = self.reference_binary(plan, sp, variant)
+        result.reference[variant] = self.reference_binary(plan, sp, variant) if variant != build.DEBUG else None
         return objs
 
     def reference_binary(self, plan, sp, variant):

@@ -4,6 +4,8 @@ and the grader's own tests, into one test binary per lane variant.
   plain  Criterion, -O2                              (plain, race and perf lanes)
   vg     the stand-in runner, -O2, timeouts x10        (Valgrind lane)
   tsan   the stand-in runner, -O1 -fsanitize=thread    (TSan lane)
+  debug  the stand-in runner, -O0                      (make debug alone: gdb steps
+         through the student's code and the test's body as written)
 
 The Valgrind lane uses the stand-in runner rather than Criterion: it forks a
 test without exec'ing anything, so Valgrind starts once per run instead of
@@ -32,16 +34,17 @@ from . import sandbox
 CC = os.environ.get("CC", "gcc")
 BASE = ["-std=c11", "-g", "-pthread"]
 WARN = ["-Wall", "-Wextra"]
-OPT = {"plain": ["-O2"], "vg": ["-O2"], "tsan": ["-O1", "-fsanitize=thread"]}
+OPT = {"plain": ["-O2"], "vg": ["-O2"], "tsan": ["-O1", "-fsanitize=thread"], "debug": ["-O0"]}
 WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign"
 # every lock and condition call the gate allows (gate.ALWAYS), for common/testing/explore.c
 WRAP += "".join(f",--wrap=pthread_{f}" for f in (
     "mutex_lock", "mutex_trylock", "mutex_timedlock", "mutex_unlock", "cond_wait", "cond_timedwait",
     "cond_clockwait", "cond_signal", "cond_broadcast", "spin_lock", "spin_trylock", "spin_unlock",
     "rwlock_rdlock", "rwlock_wrlock", "rwlock_unlock"))
-VARIANTS = ("plain", "vg", "tsan")
+VARIANTS = ("plain", "vg", "tsan")   # what a grading links (DEBUG: make debug's, never shipped or graded)
+DEBUG = "debug"
 # the variant whose objects a lane variant links (student code is the same for plain and vg)
-CODE_VARIANT = {"plain": "plain", "vg": "plain", "tsan": "tsan"}
+CODE_VARIANT = {"plain": "plain", "vg": "plain", "tsan": "tsan", DEBUG: DEBUG}
 VG_TIMEOUT_SCALE = 10
 
 COMMON_SOURCES = ["waker.c", "wake_obj.c", "driver.c", "coop.c", "lab_todo.c"]

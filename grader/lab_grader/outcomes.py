@@ -66,3 +66,4 @@ class ItemResult:
     points: float
     summary: str = ""         # one line
     outcome: Outcome = None   # the outcome the summary speaks of, when one test decided it
+    build_error: object = None   # the build.BuildError that stopped it, when its binary did not build

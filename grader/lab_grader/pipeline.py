@@ -97,11 +97,12 @@ class Pipeline:
 
     # ---- the run ------------------------------------------------------------
 
-    def start(self, lanes=True):
+    def start(self, lanes=True, variants=()):
         """Starts every stage's thread, in stage order (lanes=False: builds
         only, with the plain runs that decide which earlier stages are
-        usable)."""
+        usable, of the plain binary and `variants`)."""
         self._run_lanes = lanes
+        self._variants = {"plain", *variants}
         self._lock()
         self._files = integrity.fingerprint(self.root, self.hidden)
         used = {d for sp in self.plan.order for d in sp.closure}
@@ -123,9 +124,9 @@ class Pipeline:
             deps = {d: self.usable[d].result() for d in sp.closure}
             # the plain binary now; a tool lane's when it first runs (tool_binary):
             # a mutant graded on plain items, or a tree whose tests all stop at
-            # a TODO, never compiles for TSan. build_only: every binary (make
-            # debug runs the vg one).
-            variants = {"plain"} if self._run_lanes else set(build.VARIANTS)
+            # a TODO, never compiles for TSan. build_only: the ones asked for
+            # (make debug runs the -O0 one).
+            variants = self._variants
             b = self.assembler.build(self.plan, sp, deps, variants)
         except BaseException as e:  # noqa: BLE001 - whoever waits for the build sees it
             self.builds[name].set_exception(e)
@@ -172,9 +173,10 @@ class Pipeline:
             cache.write_text(json.dumps({"ok": ok, "why": why}))
         return ok, why
 
-    def build_only(self, name):
-        """The stage's build, as a grading would link it (make debug)."""
-        self.start(lanes=False)
+    def build_only(self, name, variant=build.DEBUG):
+        """The stage's build, as a grading would link it, with the binary of
+        `variant` besides the plain one (make debug)."""
+        self.start(lanes=False, variants=(variant,))
         return self.builds[name].result()
 
     # ---- lanes ----------------------------------------------------------------

@@ -32,10 +32,14 @@ def fmt_points(p):
     return f"{p:g}"
 
 
-def rerun_command(grading, item, outcome):
+def rerun_command(grading, item, outcome, command="make grade", narrow=True):
+    """The command that reruns just this item's failing test (narrow=False:
+    the item's stage)."""
     stage = grading.stages[item.stage]
-    parts = ["make grade", f"STAGE={stage.number}"]
-    if outcome is not None and not outcome.test.startswith("quiz::"):
+    parts = [command, f"STAGE={stage.number}"]
+    if not narrow:
+        pass
+    elif outcome is not None and not outcome.test.startswith("quiz::"):
         parts.append(f"TEST={outcome.test.replace('::', '/')}")
     else:
         parts.append(f"ITEMS={item.id}")
@@ -68,7 +72,9 @@ def stage_table(grading, stage, results):
         mark = MARK[r.status]
         mark = _color(mark, "32" if r.status == Status.PASSED else "31" if r.status == Status.FAILED else "33")
         pts = f"{fmt_points(r.points)}/{fmt_points(r.item.points)}"
-        text = r.item.clause if r.status == Status.PASSED else clean(r.summary)
+        text = (r.item.clause if r.status == Status.PASSED else
+                f"{r.summary.split(':', 1)[0]} (the compiler's error is below)" if _unbuilt(grading, r) and r.build_error.log else
+                clean(r.summary))
         lines.append(f"  {mark} {pts:>6}  {r.item.id:<{idw}}  {text}")
     b = grading.builds.get(stage.name)
     if b is None:
@@ -83,6 +89,51 @@ def stage_table(grading, stage, results):
         lines.append("  the compiler said:")
         lines += ["    " + l for l in clean(b.error.log).strip().splitlines()[:15]]
     return lines
+
+
+def _unbuilt(grading, r):
+    """Did the item fail only because its stage's binary did not build
+    (the error the stage table shows once)?"""
+    b = grading.builds.get(r.item.stage)
+    return r.build_error is not None and b is not None and r.build_error is b.error
+
+
+def build_failures(grading, results):
+    """One block per stage that did not build, in place of a block per item
+    it stopped: the first error, what it costs, the command to rerun."""
+    lines, by_stage = [], {}
+    for r in results:
+        if _unbuilt(grading, r):
+            by_stage.setdefault(r.item.stage, []).append(r)
+    for name, rs in by_stage.items():
+        error = rs[0].build_error
+        lost = sum(r.item.points for r in rs)
+        lines.append(f"{name} {rs[0].summary.split(':', 1)[0]} ({len(rs)} item(s), {fmt_points(lost)} points, "
+                     "wait for it)")
+        lines.append(f"  what happened: {clean(error.first)}")
+        lines.append(f"  rerun it:      {rerun_command(grading, rs[0].item, None, 'make check', narrow=False)}")
+        lines.append("")
+    return lines
+
+
+def compiler_first(grading, results):
+    """make watch with a stage that does not build: the compiler's own
+    output alone (what an editor can jump to), then one line of what it
+    costs; None when everything built."""
+    unbuilt = [r for r in results if _unbuilt(grading, r)]
+    if not unbuilt:
+        return None
+    lines = []
+    for name in dict.fromkeys(r.item.stage for r in unbuilt):
+        rs = [r for r in unbuilt if r.item.stage == name]
+        error = rs[0].build_error
+        lines.append(f"{name} {rs[0].summary.split(':', 1)[0]}:")
+        log = clean(error.log).strip() if error.log else clean(error.first)
+        lines += ["  " + l for l in log.splitlines()[:40]]
+        lines.append(f"({len(rs)} item(s), {fmt_points(sum(r.item.points for r in rs))} points, wait for it; "
+                     "the rest of the report comes once it builds)")
+        lines.append("")
+    return "\n".join(lines).rstrip()
 
 
 def failure_block(grading, r):
@@ -130,7 +181,8 @@ def text_report(grading, results):
     for r in not_judged:
         lines.append(f"Not judged here: {r.item.key}: {clean(r.summary)}")
     not_started = [r for r in failed if r.outcome is not None and r.outcome.verdict == Verdict.NOT_STARTED]
-    others = [r for r in failed if r not in not_started]
+    others = [r for r in failed if r not in not_started and not _unbuilt(grading, r)]
+    unbuilt = build_failures(grading, failed)
     if not_started:
         lines += ["", "Not started yet", "---------------"]
         by_todo = {}
@@ -139,8 +191,8 @@ def text_report(grading, results):
         for message, rs in by_todo.items():
             lines.append(clean(message))
             lines.append("  blocks: " + ", ".join(f"{r.item.key} ({fmt_points(r.item.points)})" for r in rs))
-    if others:
-        lines += ["", "What to fix", "-----------"]
+    if others or unbuilt:
+        lines += ["", "What to fix", "-----------"] + unbuilt
         for r in others:
             lines += failure_block(grading, r)
             lines.append("")

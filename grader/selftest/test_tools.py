@@ -46,6 +46,14 @@ def test_debug_runs_one_test_in_process():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-2000:]
     assert "Tested: 1 | Passing: 1" in out and "(in this process)" in out
+    assert "tests-debug" in out   # the -O0 build, not a graded one
     bad = subprocess.run(["make", "-s", "-C", str(ROOT), "debug", "STAGE=1", "TARGET=solutions", "GDB=0",
                           "TEST=signal_poll/no_such_test"], capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "no such test" in bad.stdout + bad.stderr
+    if shutil.which("gdb"):
+        # gdb stops in the test's own body (its stdin at an end, it then quits)
+        gdb = subprocess.run(["make", "-s", "-C", str(ROOT), "debug", "STAGE=1", "TARGET=solutions",
+                              "TEST=signal_poll/pending_registers"], capture_output=True, text=True, timeout=300,
+                             stdin=subprocess.DEVNULL)
+        out = gdb.stdout + gdb.stderr
+        assert "Breakpoint 1, lab_body_signal_poll_pending_registers" in out, out[-3000:]
