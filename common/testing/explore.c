@@ -74,6 +74,7 @@ static _Thread_local struct {
     bool controlled;              /* role is meaningful */
     unsigned nheld;               /* may exceed MAX_HELD: only the first MAX_HELD are named */
     struct held held[MAX_HELD];
+    bool in_point_hook;           /* inside lab_sync_on_point's fn: its own calls are not points */
 } me;
 
 static atomic_bool tracking; /* relaxed: a switch the test flips while no code under test runs */
@@ -273,10 +274,40 @@ static void wait_turn(void)
     }
 }
 
+/* ---- a hook at every point ------------------------------------------------------------ */
+
+static _Atomic(lab_sync_point_fn) point_fn; /* release/acquire: publishes point_arg */
+static void *point_arg;                     /* written before point_fn, read after it */
+
+void lab_sync_on_point(lab_sync_point_fn fn, void *arg)
+{
+    if (fn)
+        point_arg = arg;
+    /* release: pairs with the acquire load in run_point_hook, so a thread
+     * that sees fn sees its arg */
+    atomic_store_explicit(&point_fn, fn, memory_order_release);
+}
+
+void lab_sync_site(const void *site, char *buf, size_t n) { site_name(site, buf, n); }
+
+static void run_point_hook(enum op op, const void *site)
+{
+    if (me.in_point_hook)
+        return;
+    lab_sync_point_fn fn = atomic_load_explicit(&point_fn, memory_order_acquire); /* pairs with lab_sync_on_point */
+    if (!fn)
+        return;
+    me.in_point_hook = true;
+    fn(OP_NAME[op], site, me.nheld, point_arg);
+    me.in_point_hook = false;
+}
+
 /* A synchronisation point of the calling thread, before its operation (or
- * after it, for an unlock): the schedule may switch to the other thread. */
+ * after it, for an unlock): the point hook runs, and the schedule may switch
+ * to the other thread. */
 static void point(enum op op, const void *obj, const void *site)
 {
+    run_point_hook(op, site);
     if (!controlled())
         return;
     int self = me.role, other = 1 - self;
@@ -359,8 +390,8 @@ int __wrap_pthread_mutex_lock(pthread_mutex_t *m)
         return __real_pthread_mutex_lock(m);
     const void *site = SITE;
     int rc = 0;
+    point(OP_LOCK, m, site);
     if (controlled()) {
-        point(OP_LOCK, m, site);
         CONTROLLED_ACQUIRE((rc = __real_pthread_mutex_trylock(m)) == EBUSY, m, site);
     } else {
         rc = __real_pthread_mutex_lock(m);
@@ -387,8 +418,8 @@ int __wrap_pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *ab
         return __real_pthread_mutex_timedlock(m, abs);
     const void *site = SITE;
     int rc;
+    point(OP_LOCK, m, site);
     if (controlled()) {
-        point(OP_LOCK, m, site);
         bool first = true;
         while ((rc = __real_pthread_mutex_trylock(m)) == EBUSY) {
             struct timespec now;
@@ -524,8 +555,8 @@ int __wrap_pthread_spin_lock(pthread_spinlock_t *l)
         return __real_pthread_spin_lock(l);
     const void *site = SITE;
     int rc = 0;
+    point(OP_LOCK, (const void *)l, site);
     if (controlled()) {
-        point(OP_LOCK, (const void *)l, site);
         CONTROLLED_ACQUIRE((rc = __real_pthread_spin_trylock(l)) == EBUSY, (const void *)l, site);
     } else {
         rc = __real_pthread_spin_lock(l);
@@ -559,8 +590,8 @@ int __wrap_pthread_spin_unlock(pthread_spinlock_t *l)
 static int rw_acquire(pthread_rwlock_t *l, bool write, const void *site)
 {
     int rc = 0;
+    point(OP_LOCK, l, site);
     if (controlled()) {
-        point(OP_LOCK, l, site);
         CONTROLLED_ACQUIRE((rc = write ? pthread_rwlock_trywrlock(l) : pthread_rwlock_tryrdlock(l)) == EBUSY, l, site);
     } else {
         rc = write ? __real_pthread_rwlock_wrlock(l) : __real_pthread_rwlock_rdlock(l);

@@ -69,6 +69,23 @@ void lab_sync_spurious(unsigned n);
 /* How many spurious returns were made since the last lab_sync_spurious. */
 unsigned lab_sync_spurious_made(void);
 
+/* ---- a hook at every point ----------------------------------------------------- */
+
+/* fn runs on the calling thread at each of its synchronisation points (the
+ * explorer's points, below: before a wrapped lock, trylock, condition wait,
+ * signal or broadcast and every explore-waker call, after an unlock) while
+ * held locks are counted (lab_sync_track(true)), with the operation's name
+ * ("lock", "unlock", "cond wait", ...), the call's return address and the
+ * wrapped locks the thread holds then. Wrapped calls made inside fn are not
+ * points (fn is never re-entered). A test uses it to act at a chosen point
+ * of a thread the explorer does not schedule, such as a runtime's worker
+ * (stage 07's idle/push_at_every_point_before_announcing). NULL turns it
+ * off; set it while no other thread can be inside the old one. */
+typedef void (*lab_sync_point_fn)(const char *op, const void *site, unsigned held, void *arg);
+void lab_sync_on_point(lab_sync_point_fn fn, void *arg);
+/* "function+0x1c" for a code address such as a point's site. */
+void lab_sync_site(const void *site, char *buf, size_t n);
+
 /* ---- explore waker ----------------------------------------------------------- */
 
 /* A counting waker whose four calls are synchronisation points of the

@@ -57,3 +57,20 @@ def test_debug_runs_one_test_in_process():
                              stdin=subprocess.DEVNULL)
         out = gdb.stdout + gdb.stderr
         assert "Breakpoint 1, lab_body_signal_poll_pending_registers" in out, out[-3000:]
+
+
+def test_lab_schedule_reaches_the_test(tmp_path):
+    """A failing schedule's report says to replay it with LAB_SCHEDULE=...
+    (docs/debugging.md#the-schedule-explorer): through make grade's jail and
+    make debug alike, the variable must reach the explorer in the test. A
+    schedule that does not parse is the proof: only the explorer says so."""
+    from conftest import grade, solutions_copy
+    tree = solutions_copy(tmp_path)
+    g = grade(tmp_path, tree, stage="1", extra=["TEST=signal_explore/poll_vs_complete", "LAB_SCHEDULE=Q:nonsense"])
+    assert "LAB_SCHEDULE=Q:nonsense is not a schedule" in g.output, g.output[-2000:]
+    ok = grade(tmp_path, tree, stage="1", extra=["TEST=signal_explore/poll_vs_complete", "LAB_SCHEDULE=A:A2"])
+    assert ok.returncode == 0 and "not a schedule" not in ok.output, ok.output[-2000:]
+    dbg = subprocess.run(["make", "-s", "-C", str(ROOT), "debug", "STAGE=1", f"TARGET={tree}", "GDB=0",
+                          "TEST=signal_explore/poll_vs_complete", "LAB_SCHEDULE=Q:nonsense"],
+                         capture_output=True, text=True, timeout=300)
+    assert "LAB_SCHEDULE=Q:nonsense is not a schedule" in dbg.stdout + dbg.stderr, (dbg.stdout + dbg.stderr)[-2000:]

@@ -1,9 +1,11 @@
 /* sched_test.c - the runtime: where tasks go, fairness, the budget, the
  * idle protocol (forced with the test hooks), many threads at once. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coop.h"
+#include "explore.h"
 #include "stage07.h"
 
 LAB_SUITE(sched, 30);
@@ -588,6 +590,127 @@ LAB_TEST(idle, wake_between_search_and_sleep, 10)
     ws_runtime_free(rt);
     gate_destroy(&f.reached);
     gate_destroy(&f.go);
+}
+
+/* The same window, at every point of it. The test above pushes at the hook
+ * WS_TEST_BEFORE_PARK, before the worker's code has done anything; a worker
+ * that looks at the queues first and announces after that passes it (its
+ * look sees the push), yet a push between that look and the announcement
+ * meets a worker still counted as searching, so it wakes nobody, and the
+ * worker then sleeps on it. Here a point hook (explore.h) follows the worker
+ * from WS_TEST_BEFORE_PARK on, through every wrapped lock, unlock, condition
+ * call it makes while it holds no lock, until its announcement shows in
+ * ws_test_sleepers(); round k holds the worker at the k-th such point,
+ * spawns a task from outside and lets it go: in every round the task must
+ * run. Each round starts from a settled runtime (the worker asleep), so the
+ * k-th point is the same point in every run, and a run explores them all. */
+#define WINDOW_MAX_POINTS 16
+
+struct window {
+    struct ws_runtime *rt;
+    atomic_uint gen;    /* the armed round (0: none); release/acquire: publishes target */
+    unsigned target;    /* the point to hold the worker at, from 1 */
+    atomic_int outcome; /* 0: not yet; 1: the worker is held at target; 2: it announced before */
+    struct gate reached, go;
+    char where[160];    /* the point held, "a lock in ws_spawn+0x4c"; written before reached opens */
+};
+
+static _Thread_local unsigned window_gen; /* the round whose window this thread is in (0: none) */
+static _Thread_local unsigned window_n;   /* lock-free points seen in it */
+
+static void window_ws_hook(struct ws_runtime *rt, enum ws_test_point where, unsigned worker, void *arg)
+{
+    (void)rt;
+    (void)worker;
+    struct window *win = arg;
+    window_n = 0;
+    /* acquire: pairs with the test's release store of gen (target is set) */
+    window_gen = where == WS_TEST_BEFORE_PARK ? atomic_load_explicit(&win->gen, memory_order_acquire) : 0;
+}
+
+static void window_point(const char *op, const void *site, unsigned held, void *arg)
+{
+    struct window *win = arg;
+    if (!window_gen || held > 0)
+        return; /* not a worker on its way to sleep, or it holds a lock a push may need */
+    if (window_gen != atomic_load_explicit(&win->gen, memory_order_acquire)) { /* pairs as above */
+        window_gen = 0; /* a window of an earlier round */
+        return;
+    }
+    unsigned n = ++window_n;
+    int none = 0;
+    if (ws_test_sleepers(win->rt) > 0) {
+        window_gen = 0; /* announced: the window is over, and had n - 1 points */
+        if (atomic_compare_exchange_strong(&win->outcome, &none, 2))
+            gate_open(&win->reached);
+        return;
+    }
+    if (n != win->target || !atomic_compare_exchange_strong(&win->outcome, &none, 1))
+        return;
+    window_gen = 0;
+    char s[96];
+    lab_sync_site(site, s, sizeof s);
+    if (strncmp(s, "0x", 2) == 0) /* a static function: no exported name to give */
+        snprintf(win->where, sizeof win->where, "a %s", op);
+    else
+        snprintf(win->where, sizeof win->where, "a %s in %s", op, s);
+    gate_open(&win->reached);
+    gate_wait(&win->go, RESCUE_MS);
+}
+
+LAB_TEST(idle, push_at_every_point_before_announcing, 15)
+{
+    struct window win;
+    memset(&win, 0, sizeof win);
+    struct ws_runtime *rt = new_runtime(1);
+    win.rt = rt;
+    atomic_init(&win.gen, 0);
+    atomic_init(&win.outcome, 0);
+    cr_assert(wait_sleepers(rt, 1, RESCUE_MS), "the idle worker never went to sleep");
+    ws_test_set_hook(rt, window_ws_hook, &win);
+    lab_sync_on_point(window_point, &win);
+    lab_sync_track(true);
+    unsigned k, explored = 0;
+    bool lost = false, asleep = true, came_back = true;
+    for (k = 1; k <= WINDOW_MAX_POINTS; k++) {
+        gate_init(&win.reached);
+        gate_init(&win.go);
+        atomic_store(&win.outcome, 0);
+        win.target = k;
+        atomic_store_explicit(&win.gen, k, memory_order_release); /* pairs with the hooks' acquire */
+        join_handle_drop(spawn_step(rt, step_ready, NULL)); /* wakes the worker; it runs this, then idles again */
+        came_back = gate_wait(&win.reached, RESCUE_MS);
+        int outcome = atomic_load(&win.outcome);
+        if (came_back && outcome == 1) {
+            explored++;
+            atomic_uint ran;
+            atomic_init(&ran, 0);
+            struct join_handle *x = spawn_step(rt, step_ready, &ran);
+            gate_open(&win.go);
+            lost = !join_within(x, SCALED_MS(1000));
+        }
+        if (!came_back || lost)
+            break;
+        /* settled again: the worker is past both gates before they go */
+        asleep = wait_sleepers(rt, 1, RESCUE_MS);
+        gate_destroy(&win.reached);
+        gate_destroy(&win.go);
+        if (!asleep || outcome == 2)
+            break;
+    }
+    lab_sync_track(false);
+    lab_sync_on_point(NULL, NULL);
+    ws_test_set_hook(rt, NULL, NULL);
+    cr_assert(came_back, "the worker never came back to sleep after running a task (round %u)", k);
+    cr_assert_not(lost, "a task spawned while the only worker was at point %u of its way to sleep (%s: after "
+                  "its last look at the queues, before it announced that it sleeps) never ran: its notify "
+                  "saw the worker still searching and woke nobody, and the worker slept without looking "
+                  "again. Look at every queue after announcing, not before (the window of the idle "
+                  "protocol, at every point of it)", k, win.where);
+    cr_assert(asleep, "the idle worker did not go back to sleep after round %u", k);
+    lab_note("the worker's way to sleep had %u lock-free point(s) before its announcement; "
+                "a task was pushed at each", explored);
+    ws_runtime_free(rt);
 }
 
 struct pair {
