@@ -4,7 +4,8 @@ not see.
 
     handout.py [--out DIR]        (default build/handout)
 
-In:  README.md, Makefile, docs/ (answer files left out), common/, labs/, examples/
+In:  README.md, Makefile, docs/ (answer files left out), common/ (the protocol, its test support in
+     testing/, the trace writer in tracing/), labs/, examples/
      (make trace, with grader/tracing/trace_build.py and grader/tracing/trace_render.py),
      the public grader (rubrics, tests, the engine), and reference objects:
      every stage's solution compiled (plain and TSan builds), no source, so a
