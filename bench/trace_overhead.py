@@ -69,7 +69,8 @@ def git(*args, cwd=ROOT):
 
 
 def default_base():
-    """The newest commit without common/trace.h."""
+    """The newest commit without common/trace.h (where trace.h was added;
+    it lives in common/tracing/ since)."""
     first = git("log", "--diff-filter=A", "--format=%H", "--", "common/trace.h").splitlines()
     return f"{first[-1]}^" if first else "HEAD"
 
@@ -84,7 +85,7 @@ def disassemble(tree, rel, tmp, inc_dirs):
     src = tree / rel
     obj = tmp / (rel.replace("/", "_") + ".o")
     incs = []
-    for d in ["common", *inc_dirs]:
+    for d in ["common", "common/tracing", *inc_dirs]:
         incs += ["-iquote", str(tree / d)]
     subprocess.run(["gcc", *CFLAGS, *incs, "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
     out = subprocess.run(["objdump", "-dr", "--no-show-raw-insn", str(obj)], check=True,

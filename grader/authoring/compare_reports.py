@@ -82,8 +82,10 @@ def grade(root, target, out, name, stage="", items=()):
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "-rN",
            str(root / "grader" / "grade"), f"--target={target}", f"--results={results}", f"--seed={SEED}",
            f"--stage={stage}", f"--items={','.join(items)}"]
+    # a mutant's given files are graded as they are (intake.py; the mutants of given code)
+    given = {"LAB_GIVEN_FROM_TARGET": "1"} if "/" in name else {}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root,
-                          env=dict(os.environ, NO_COLOR="1", NO_PROGRESS="1"), timeout=3600)
+                          env=dict(os.environ, NO_COLOR="1", NO_PROGRESS="1", **given), timeout=3600)
     data = json.loads(results.read_text()) if results.exists() else {}
     results.unlink(missing_ok=True)
     summary = {

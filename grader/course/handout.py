@@ -4,8 +4,9 @@ not see.
 
     handout.py [--out DIR]        (default build/handout)
 
-In:  README.md, Makefile, docs/ (answer files left out), common/, labs/ (each stage folder with its
-     forwarding Makefile: make grade there grades that stage), examples/
+In:  README.md, Makefile, docs/ (answer files left out), common/ (the protocol, its test support in
+     testing/, the trace writer in tracing/), labs/ (each stage folder with its forwarding Makefile:
+     make grade there grades that stage), examples/
      (make trace, with grader/tracing/trace_build.py and grader/tracing/trace_render.py),
      the public grader (rubrics, tests, the engine), and reference objects:
      every stage's solution compiled (plain and TSan builds), no source, so a

@@ -56,7 +56,8 @@ class Assembler:
         with self._lock(("intake", name)):
             if name not in self._intakes:
                 self._intakes[name] = intake.take_in(self.target / name, self.src / name,
-                                                     intake.handout_files(self.root, name))
+                                                     intake.handout_files(self.root, name),
+                                                     intake.given_from_target(self.root))
             return self._intakes[name]
 
     def student_objects(self, plan, sp, variant):

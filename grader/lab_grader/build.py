@@ -148,6 +148,7 @@ class Builder:
         self.root = pathlib.Path(root)
         self.common = self.root / "common"
         self.testing = self.common / "testing"
+        self.tracing = self.common / "tracing"   # trace.h, which driver.h and coop.h include
         self.obj_dir = pathlib.Path(build_dir) / "obj"
         self.obj_dir.mkdir(parents=True, exist_ok=True)
         self._locks = {}
@@ -163,7 +164,7 @@ class Builder:
         flags = []
         if variant != "plain":
             flags.append(f"-I{self.testing / 'standin'}")  # <criterion/criterion.h> is the stand-in's
-        for d in [self.common, self.testing, *stage_dirs]:
+        for d in [self.common, self.tracing, self.testing, *stage_dirs]:
             flags += ["-iquote", str(d)]
         return flags
 
@@ -184,7 +185,7 @@ class Builder:
             raise BuildError(f"{source.name} is missing", "", kind="missing")
         flags = BASE + WARN + OPT[variant] + (["-Werror"] if werror else []) + list(extra)
         incs = self.include_flags(variant, stage_dirs)
-        visible = [self.common, self.testing, self.testing / "standin" / "criterion"] + list(stage_dirs)
+        visible = [self.common, self.tracing, self.testing, self.testing / "standin" / "criterion"] + list(stage_dirs)
         # the key is what the compiler can see, by content: two trees with the
         # same headers share the grader's test objects
         key = _digest(source.read_bytes(), " ".join(flags), self._headers_digest(visible), variant)

@@ -8,14 +8,24 @@ assertion. A header that differs from the handout's is reported, not
 trusted. The one kind of header a student edits (struct fields of their own,
 where the handout has `int todo_your_fields_here;`) is taken from the student
 when everything outside those fields is as handed out.
+
+A .c file with no part of the student's (the handout's copy has no TODO
+stub: stage 07's channel_given.c) is given code, compiled from the handout's
+copy like a header: a student who edits it changes nothing that is graded,
+and the report says their copy was not used. In the instructor's repository
+(solutions/ beside labs/), LAB_GIVEN_FROM_TARGET=1 grades the target's own
+given files instead: the mutants of given code show that the tests catch a
+bug there (grader/mutants/07-work-stealing/send-wakes-nobody.patch).
 """
 import dataclasses
+import os
 import pathlib
 import shutil
 
 from . import gate
 
 FIELDS_LINE = "int todo_your_fields_here;"
+TODO_STUB = "LAB_TODO("   # what the skeleton puts in each student region of a .c (skeleton.py)
 KINDS = (".c", ".h")
 
 
@@ -33,6 +43,19 @@ def handout_files(root, name):
     shipped = pathlib.Path(root) / "grader" / "reference" / name / "handout"
     d = shipped if shipped.is_dir() else pathlib.Path(root) / "labs" / name
     return {p.name: p for p in sorted(d.iterdir()) if p.is_file() and p.suffix in KINDS} if d.is_dir() else {}
+
+
+def given_sources(handout):
+    """{file name: path} of the handout's given .c files: those with no TODO
+    stub, so no part of the student's."""
+    return {n: p for n, p in handout.items()
+            if n.endswith(".c") and TODO_STUB not in p.read_text(errors="replace")}
+
+
+def given_from_target(root):
+    """Are given files taken from the target (LAB_GIVEN_FROM_TARGET=1, in the
+    instructor's repository only: the handout has no solutions/)?"""
+    return os.environ.get("LAB_GIVEN_FROM_TARGET") == "1" and (pathlib.Path(root) / "solutions").is_dir()
 
 
 def _fields_ok(mine, handout):
@@ -54,15 +77,17 @@ def _fields_ok(mine, handout):
     return None
 
 
-def take_in(src, dest, handout):
+def take_in(src, dest, handout, given_from_target=False):
     """src: the student's stage folder (it may not exist); dest: a fresh
-    folder named like the stage; handout: handout_files of the stage."""
+    folder named like the stage; handout: handout_files of the stage;
+    given_from_target: the given .c files too are src's (see above)."""
     src, dest = pathlib.Path(src), pathlib.Path(dest)
     headers = [p for n, p in handout.items() if n.endswith(".h")]
+    given_c = {} if given_from_target else given_sources(handout)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for h in headers:
+    for h in [*headers, *given_c.values()]:
         shutil.copyfile(h, dest / h.name)
     result = Intake(dest)
     if not src.is_dir():
@@ -73,6 +98,11 @@ def take_in(src, dest, handout):
         gate.check_tree(src)
         files = sorted(p for p in src.iterdir() if p.is_file() and p.suffix in KINDS)
         for p in files:
+            if p.name in given_c:
+                if p.read_bytes() != given_c[p.name].read_bytes():
+                    result.notes.append(f"your {p.name} differs from the handout's; the grader compiled the "
+                                        "handout's copy (a given file has no part of yours to change)")
+                continue
             handout = theirs.get(p.name)
             if handout is None:
                 given = handout_of.get(p.name)
@@ -92,7 +122,7 @@ def take_in(src, dest, handout):
                                     "the handout's copy (a public header is not yours to change)")
     except gate.Refused as e:
         result.refused = str(e)
-        for p in dest.iterdir():   # nothing of theirs stays: the grader's headers alone
-            if p.name not in theirs:
+        for p in dest.iterdir():   # nothing of theirs stays: the grader's headers and given files alone
+            if p.name not in theirs and p.name not in given_c:
                 p.unlink()
     return result

@@ -3,6 +3,9 @@
     plan -> build -> lanes -> calibrate -> verdict
     plan.py  assemble.py  lanes.py  calibrate.py  verdict.py
 
+(waiting.py: the threads and the run-once memo; tree_lock.py: one grading
+of a tree at a time.)
+
 Every stage to build (the selected ones and the earlier stages they use) gets
 a thread, started in stage order. A stage's build waits for one fact about
 each earlier stage it uses, which that stage's own thread has already
@@ -17,7 +20,6 @@ the verdict of an item is read from results the pipeline already has.
 """
 import concurrent.futures
 import dataclasses
-import fcntl
 import json
 import pathlib
 import secrets
@@ -25,42 +27,10 @@ import threading
 
 from . import assemble, build, calibrate, integrity, lanes, machine, plan, verdict
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
+from .tree_lock import TreeLock
+from .waiting import Memo, spawn
 
 QUICK_SKIPS = ("valgrind", "tsan", "perf")
-
-
-def spawn(fn, *args):
-    """fn(*args) in a thread of its own; its result (or exception) in a Future."""
-    fut = concurrent.futures.Future()
-
-    def go():
-        try:
-            fut.set_result(fn(*args))
-        except BaseException as e:  # noqa: BLE001 - handed to whoever waits
-            fut.set_exception(e)
-    threading.Thread(target=go, daemon=True).start()
-    return fut
-
-
-class Memo:
-    """Runs each keyed computation once; other callers wait for its result."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._futures = {}
-
-    def get(self, key, fn):
-        with self._lock:
-            fut = self._futures.get(key)
-            owner = fut is None
-            if owner:
-                fut = self._futures[key] = concurrent.futures.Future()
-        if owner:
-            try:
-                fut.set_result(fn())
-            except BaseException as e:  # noqa: BLE001 - handed to every waiter
-                fut.set_exception(e)
-        return fut.result()
 
 
 @dataclasses.dataclass
@@ -91,7 +61,7 @@ class Pipeline:
         self.builds = {}     # name -> Future of StageBuild
         self.usable = {}     # name -> Future of (True, "") or (False, why)
         self.others_done = threading.Event()
-        self._lock_file = None
+        self.tree_lock = TreeLock(self.work, self.target)
         self._files = None   # the fingerprint of the grader's own files, taken at start()
         self._run_lanes = True
 
@@ -103,7 +73,7 @@ class Pipeline:
         usable, of the plain binary and `variants`)."""
         self._run_lanes = lanes
         self._variants = {"plain", *variants}
-        self._lock()
+        self.tree_lock.acquire()
         self._files = integrity.fingerprint(self.root, self.hidden)
         used = {d for sp in self.plan.order for d in sp.closure}
         threads = []
@@ -324,17 +294,5 @@ class Pipeline:
         builds = {n: f.result() for n, f in self.builds.items() if f.exception() is None}
         return Grading(self.root, self.target, self.plan.stages, builds, untrusted)
 
-    def _lock(self):
-        """One grading of a tree at a time: two would share (and delete)
-        each other's run directories and binaries. A second one waits."""
-        self.work.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(self.work.with_suffix(".lock"), "w")
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"another grading of {self.target} is running; waiting for it", flush=True)
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX)
-
     def close(self):
-        if self._lock_file:
-            self._lock_file.close()  # releases the lock
+        self.tree_lock.release()

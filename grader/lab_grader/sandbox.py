@@ -50,7 +50,8 @@ far as the machine allows, and the grader says how far that was:
             the machine's /tmp, and the report says so.
 
 Every step that runs in the child (between fork and exec) is plain system
-calls (kernel.py), with no allocation-heavy Python in between.
+calls (kernel.py), with no allocation-heavy Python in between. The groups
+below which each run gets its own are made by cgroups.py.
 """
 import atexit
 import os
@@ -62,41 +63,12 @@ import sys
 import tempfile
 import threading
 
-from . import kernel, machine
+from . import cgroups, kernel
 from .jail import PIDS_MAX, Jail
 
 MEMORY_MAX = 3 << 30    # bytes of memory one run may hold (the lanes say their own; see invoke.py)
 RUN_DISK = 512 << 20    # bytes a run's private directory may hold (a tmpfs)
 UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
-
-def _own_v1_group(name):
-    """This process's own cgroup folder in v1's hierarchy of controller
-    `name`, or None: the runs' groups are made below it, so every limit the
-    grader itself is under (a container's, a test's 0.5-CPU quota) holds for
-    them too."""
-    for controllers, path in machine.own_cgroups():
-        if name in controllers.split(","):
-            for mount in (controllers, name):
-                d = pathlib.Path("/sys/fs/cgroup") / mount / path
-                if (d / "cgroup.procs").exists():
-                    return d
-    return None
-
-
-def _controller_root(name):
-    """A directory where a cgroup of controller `name` (pids, memory, cpu)
-    can be made: this process's own group in cgroup v1's hierarchy of that
-    name, or v2 where it is enabled."""
-    v1 = _own_v1_group(name)
-    if v1 is not None and os.access(v1, os.W_OK):
-        return v1
-    for v2 in (pathlib.Path("/sys/fs/cgroup"), pathlib.Path("/sys/fs/cgroup/unified")):
-        try:
-            if name in (v2 / "cgroup.subtree_control").read_text().split() and os.access(v2, os.W_OK):
-                return v2
-        except OSError:
-            continue
-    return None
 
 
 class Sandbox:
@@ -105,8 +77,8 @@ class Sandbox:
     def __init__(self, enabled=True):
         self.root = os.geteuid() == 0
         self.enabled = enabled
-        self.pids_root = (_controller_root("pids") if enabled and self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
-                          else None)
+        cgroups_allowed = enabled and self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
+        self.pids_root = cgroups.controller_root("pids") if cgroups_allowed else None
         self.netns = "none"
         self.private_dirs = False  # own /tmp and /dev/shm (a mount namespace)
         self.pidns = None          # not root: the command that starts a run in a PID namespace of its own
@@ -123,15 +95,17 @@ class Sandbox:
         self.base.mkdir(mode=0o711, exist_ok=True)
         os.chmod(self.base, 0o711)
         if self.pids_root is not None:
-            _remove_stale_groups(self.pids_root)
+            cgroups.remove_stale_groups(self.pids_root)
             self._group = self.pids_root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
             try:
                 self._group.mkdir()
             except OSError as e:
                 self.why_not.append(f"no pids cgroup ({e.strerror})")
                 self.pids_root = self._group = None
-        self._mem_group = self._grader_group("memory", "memory limit per run, beyond the process limits")
-        self._cpu_group = self._grader_group("cpu", "CPU share per run: a run's threads compete one by one")
+        self._mem_group = self._grader_group("memory", "memory limit per run, beyond the process limits",
+                                             cgroups_allowed)
+        self._cpu_group = self._grader_group("cpu", "CPU share per run: a run's threads compete one by one",
+                                             cgroups_allowed)
         if self.root:
             self.disk_quota = _tmpfs_works(self.base)
         if not self.disk_quota:
@@ -156,24 +130,10 @@ class Sandbox:
             if err is not None:
                 self.why_not.append(f"a test's kill(-1) reaches every process of yours: no PID namespace ({err})")
 
-    def _grader_group(self, controller, what):
-        """This grader's cgroup of `controller` (memory, cpu), below which
-        each run gets one; None, with the reason in why_not, where there is
-        no writable one (not root, LAB_SANDBOX_CGROUP=0, or refused)."""
-        root = (_controller_root(controller) if self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
-                else None)
-        if root is None:
-            self.why_not.append(f"no {what} (no writable {controller} cgroup)")
-            return None
-        _remove_stale_groups(root)
-        group = root / f"lab-grader-{os.getpid()}-{secrets.token_hex(3)}"
-        try:
-            group.mkdir()
-            if (root / "cgroup.subtree_control").exists():   # v2: give the children the controller
-                kernel.write(group / "cgroup.subtree_control", f"+{controller}")
-        except OSError as e:
-            self.why_not.append(f"no {what} (a {controller} cgroup was refused: {e.strerror})")
-            return None
+    def _grader_group(self, controller, what, allowed):
+        group, why_not = cgroups.grader_group(controller, what, allowed)
+        if why_not:
+            self.why_not.append(why_not)
         return group
 
     def _probe(self):
@@ -242,7 +202,7 @@ class Sandbox:
             j.cpucg = self._cpu_group / secrets.token_hex(6)
             j.cpucg.mkdir()
             if quota is not None:   # a run held to `quota` CPUs (tests of the starvation check)
-                _set_cpu_quota(j.cpucg, quota)
+                cgroups.set_cpu_quota(j.cpucg, quota)
         if self._group is not None:
             j.cgroup = self._group / secrets.token_hex(6)
             j.cgroup.mkdir()
@@ -317,37 +277,6 @@ def _tmpfs_works(base):
         return False
     finally:
         probe.rmdir()
-
-
-def _set_cpu_quota(group, cpus):
-    period = 100000
-    if (group / "cpu.max").exists():                       # v2
-        kernel.write(group / "cpu.max", f"{int(cpus * period)} {period}")
-    else:                                                   # v1
-        kernel.write(group / "cpu.cfs_period_us", str(period))
-        kernel.write(group / "cpu.cfs_quota_us", str(int(cpus * period)))
-
-
-def _remove_stale_groups(root):
-    """Removes the empty cgroups of grader processes that are gone (killed
-    before they could remove their own)."""
-    for g in root.glob("lab-grader-*"):
-        try:
-            pid = int(g.name.split("-")[2])
-        except (IndexError, ValueError):
-            continue
-        if pathlib.Path(f"/proc/{pid}").exists():
-            continue
-        for child in g.iterdir():
-            if child.is_dir():
-                try:
-                    child.rmdir()
-                except OSError:
-                    pass
-        try:
-            g.rmdir()
-        except OSError:
-            pass
 
 
 def _probe_child(sb, uid, cgroup, home):

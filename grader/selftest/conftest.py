@@ -33,9 +33,9 @@ class Graded:
         return self.results.get("score", 0)
 
 
-def grade(tmp_path, target, stage=None, items=None, extra=(), timeout=1200):
-    """Runs `make grade` exactly as a user would; returns what it printed and
-    the Gradescope results."""
+def grade(tmp_path, target, stage=None, items=None, extra=(), timeout=1200, env=None):
+    """Runs `make grade` exactly as a user would (env: variables added to
+    the environment); returns what it printed and the Gradescope results."""
     results = tmp_path / f"results-{time.monotonic_ns()}.json"
     cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), "grade", f"TARGET={target}",
            f"RESULTS={results}"]
@@ -44,7 +44,7 @@ def grade(tmp_path, target, stage=None, items=None, extra=(), timeout=1200):
     if items:
         cmd.append(f"ITEMS={','.join(items)}")
     cmd += list(extra)
-    env = dict(os.environ, NO_COLOR="1")
+    env = dict(os.environ, NO_COLOR="1", **(env or {}))
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     seconds = time.monotonic() - start
@@ -92,6 +92,12 @@ def solutions_copy(tmp_path):
     if not dest.exists():
         shutil.copytree(ROOT / "solutions", dest)
     return dest
+
+
+# A mutant is the instructor's own tree, and some are bugs in given code (a
+# file with no student part, which a student's grading takes from the
+# handout, intake.py): their given files are graded as they are.
+MUTANT_ENV = {"LAB_GIVEN_FROM_TARGET": "1"}
 
 
 def apply_mutant(m, dest):

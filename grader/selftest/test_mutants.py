@@ -3,7 +3,7 @@ names, graded on those items only; and every rubric item is named by some
 mutant, so no item is a check that cannot fail."""
 import pytest
 
-from conftest import apply_mutant, grade, mutants, stages
+from conftest import MUTANT_ENV, apply_mutant, grade, mutants, stages
 
 MUTANTS = mutants()
 
@@ -25,7 +25,7 @@ def test_mutants_name_real_items():
 @pytest.mark.parametrize("m", MUTANTS, ids=[f"{m.stage}/{m.name}" for m in MUTANTS])
 def test_mutant_is_caught(m, tmp_path):
     tree = apply_mutant(m, tmp_path / "tree")
-    g = grade(tmp_path, tree, stage=m.stage, items=m.catches)
+    g = grade(tmp_path, tree, stage=m.stage, items=m.catches, env=MUTANT_ENV)
     assert g.returncode == 2, f"make grade should fail (make's status 2) on a mutant; it exited {g.returncode}\n{g.output[-3000:]}"
     for c in m.catches:
         t = g.item(f"{m.stage}/{c}")

@@ -81,3 +81,17 @@ def test_a_hostile_header_is_not_compiled_into_the_tests(tmp_path):
     g = grade(tmp_path, tree, stage="1", timeout=300)
     assert g.score == 0, g.output[-3000:]
     assert "your signal.h differs from the handout's" in g.output, g.output[-3000:]
+
+
+def test_a_tampered_given_file_is_graded_from_the_handout(tmp_path):
+    """Stage 07's channel_given.c has no part of the student's: a tree whose
+    copy of it would not even compile grades as the reference does, from the
+    handout's copy, and the report says the student's copy was not used."""
+    import shutil
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "solutions", tree)
+    (tree / "07-work-stealing" / "channel_given.c").write_text("#error this copy must never be compiled\n")
+    g = grade(tmp_path, tree, stage="7", items=["channel"], timeout=600)
+    item = g.item("07-work-stealing/channel")
+    assert item["score"] == item["max_score"] > 0, g.output[-3000:]
+    assert "your channel_given.c differs from the handout's" in g.output, g.output[-3000:]

@@ -1,4 +1,4 @@
-"""The trace facility (docs/tracing.md): common/trace.{h,c}, the hooks in
+"""The trace facility (docs/tracing.md): common/tracing/trace.{h,c}, the hooks in
 stages 03 and 05, make trace's builder (grader/tracing/trace_build.py) and the renderer
 (grader/tracing/trace_render.py).
 
@@ -280,7 +280,7 @@ def test_switched_off_at_run_time_writes_nothing(three_tasks, tmp_path):
 def nm_symbols(tmp_path, tree, traced):
     dirs = [ROOT / tree / s for s in ("01-signal", "02-block-on", "03-executor", "05-timer", "06-reactor",
                                       "07-work-stealing")]
-    incs = ["-iquote", str(ROOT / "common")]
+    incs = ["-iquote", str(ROOT / "common"), "-iquote", str(ROOT / "common" / "tracing")]
     for d in dirs:
         incs += ["-iquote", str(d)]
     syms = set()
@@ -385,8 +385,8 @@ def test_recorder_is_race_free_across_threads(tmp_path):
     binary = tmp_path / "threads"
     src = ROOT / "grader/selftest/data/trace/threads.c"
     subprocess.run([CC, "-std=c11", "-O1", "-g", "-pthread", "-fsanitize=thread", "-Wall", "-Wextra",
-                    "-Werror", "-DLAB_TRACE", "-iquote", str(ROOT / "common"), str(src),
-                    str(ROOT / "common/trace.c"), "-o", str(binary)], check=True)
+                    "-Werror", "-DLAB_TRACE", "-iquote", str(ROOT / "common"), "-iquote", str(ROOT / "common/tracing"),
+                    str(src), str(ROOT / "common/tracing/trace.c"), "-o", str(binary)], check=True)
     out = tmp_path / "t.json"
     proc = run_example(binary, out, env={"TSAN_OPTIONS": "halt_on_error=1 exitcode=66"})
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,7 +7,7 @@
 The example is examples/NN-name/<example>.c. It is compiled with -DLAB_TRACE
 together with the target tree's files of that stage and of the stages it
 stands on (the rubric's `uses`, as the grader does), common/ and
-common/trace.c, then run with LAB_TRACE_FILE pointing at --out. Open the file
+common/tracing/trace.c, then run with LAB_TRACE_FILE pointing at --out. Open the file
 at https://ui.perfetto.dev (or chrome://tracing), or draw it with
 grader/tracing/trace_render.py (--render does both in one go). docs/tracing.md.
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "grader"))
 
 from lab_grader import rubric  # noqa: E402
 
-COMMON = ["waker.c", "wake_obj.c", "driver.c", "coop.c", "lab_todo.c", "trace.c"]
+COMMON = ["waker.c", "wake_obj.c", "driver.c", "coop.c", "lab_todo.c", "tracing/trace.c"]
 CC = os.environ.get("CC", "gcc")
 
 
@@ -86,7 +86,7 @@ def build(stage, example, target, extra_flags=()):
     flags = ["-std=c11", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-DLAB_TRACE", *extra_flags]
     if tree.resolve() == (ROOT / "solutions").resolve():
         flags.append("-Werror")  # the reference builds without a warning, traced or not
-    incs = ["-iquote", str(ROOT / "common")]
+    incs = ["-iquote", str(ROOT / "common"), "-iquote", str(ROOT / "common" / "tracing")]
     for d in dirs:
         incs += ["-iquote", str(d)]
     # paths relative to the top where they can be: __FILE__, and so the

@@ -20,7 +20,7 @@
  *  5. Completion is terminal: a second signal_complete() is refused
  *     (SIGNAL_ALREADY_COMPLETE) and the caller keeps its value.
  *  6. Completion before the first poll: that poll is Ready and clones no waker.
- *  7. Poll after Ready returns Ready again with SIGNAL_TAKEN and no value,
+ *  7. Poll after Ready returns Ready again with SIGNAL_CONSUMED and no value,
  *     touching no waker: never the value twice, never freed memory.
  *  8. Dropping the future while pending releases its stored waker at once; a
  *     later signal_complete() reports SIGNAL_NO_LISTENER and the caller keeps
@@ -49,9 +49,9 @@ enum signal_status {
 };
 
 enum signal_outcome {
-    SIGNAL_VALUE,  /* the producer's value, now owned by the caller */
-    SIGNAL_CLOSED, /* the producer was dropped without completing */
-    SIGNAL_TAKEN,  /* polled after Ready: the outcome was already delivered */
+    SIGNAL_VALUE,    /* the producer's value, now owned by the caller */
+    SIGNAL_CLOSED,   /* the producer was dropped without completing */
+    SIGNAL_CONSUMED, /* polled after Ready: the outcome was already delivered */
 };
 
 /* What signal_future_poll writes on POLL_READY. */

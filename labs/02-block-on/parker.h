@@ -1,23 +1,32 @@
 /* parker.h - stage 02: a thread parker with a token.
  *
  * A parker lets one thread sleep until another thread says "wake up", with
- * no wake ever lost. It holds at most one token:
- *   - parker_unpark() stores the token (several unparks still store one) and
- *     wakes the parked thread if there is one;
- *   - parker_park() consumes the token and returns at once if it is there,
- *     otherwise sleeps until it arrives (and may return spuriously: callers
- *     re-check what they wait for);
- *   - parker_park_timeout() does the same but gives up after timeout_ns.
- * An unpark that happens before park is therefore not lost: it is the token
- * the next park consumes. docs/02-block-on.md draws the states.
+ * no wake ever lost. It holds at most one token: parker_unpark() stores it,
+ * parker_park() and parker_park_timeout() consume it. docs/02-block-on.md
+ * draws the states.
  *
- * A parker is reference-counted (it is built on wake_obj): parker_new() gives
- * the creator one reference; every waker from parker_waker() is one more; the
- * last release frees it. Only one thread parks on a parker (its owner); any
- * thread may unpark.
- *
- * A parker is the first driver (driver.h): parker_driver() views it as one,
- * with now() from CLOCK_MONOTONIC. Stage 03's executor parks through it.
+ * The contract (docs/02-block-on.md#the-contract):
+ *  1. The token: parker_unpark() stores a token and wakes the parked thread
+ *     if there is one; the next park consumes it and returns at once. An
+ *     unpark that happens before park is therefore not lost.
+ *  2. One token, not a count: several unparks store one token; a park
+ *     consumes it, and the next park sleeps.
+ *  3. Sleeping is free: a parked thread sleeps until a token arrives, using
+ *     no CPU while it waits.
+ *  4. Any thread may unpark, any number of times; only the parker's owner
+ *     parks on it.
+ *  5. Park may return spuriously, without the token: callers re-check what
+ *     they wait for. A good parker does not return for no reason.
+ *  6. parker_park_timeout() returns true when it consumed the token, false
+ *     when timeout_ns passed first on CLOCK_MONOTONIC, never early;
+ *     timeout_ns == 0 only checks for the token.
+ *  7. A parker is reference-counted (it is built on wake_obj): parker_new()
+ *     gives the creator one reference, every waker from parker_waker() holds
+ *     one more, and the last release frees it, whoever does it.
+ *  8. A parker is the first driver (driver.h): parker_driver() views it as
+ *     one, parking with a timeout in nanoseconds (negative: forever) on the
+ *     same token, unparking from any thread, and now() on CLOCK_MONOTONIC.
+ *     Stage 03's executor parks through it.
  */
 #ifndef LAB_PARKER_H
 #define LAB_PARKER_H

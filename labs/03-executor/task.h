@@ -170,7 +170,7 @@ static inline void *task_output(struct task *t) { return (char *)t + t->output_o
 /* The vtable of every task waker (clone, wake, wake_by_ref, drop). */
 extern const struct waker_vtable task_waker_vtable;
 
-/* ---- tracing (common/trace.h, docs/tracing.md) -----------------------------------
+/* ---- tracing (common/tracing/trace.h, docs/tracing.md) ---------------------------
  *
  * Built with -DLAB_TRACE (make trace), every call of task_new and task_run
  * outside task.c goes through a wrapper at the end of task.c, which records

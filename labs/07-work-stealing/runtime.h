@@ -101,7 +101,7 @@ struct join_handle *ws_spawn(struct ws_runtime *rt, struct future fut, task_outp
  * the task was cancelled. */
 bool ws_block_on(struct ws_runtime *rt, struct future fut, void *out);
 
-/* ---- tracing (common/trace.h, docs/tracing.md) ----
+/* ---- tracing (common/tracing/trace.h, docs/tracing.md) ----
  * Built with -DLAB_TRACE, a spawn notes the file and line it was written at,
  * for the trace and the stall lamp; without it these lines do nothing. */
 #if defined(LAB_TRACE) && !defined(LAB_RUNTIME_C)

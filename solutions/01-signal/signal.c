@@ -213,7 +213,7 @@ enum poll signal_future_poll(struct signal_future *future, struct context *cx,
         break;
     case PHASE_CONSUMED:
         /* Fused: a poll after Ready answers Ready again, with nothing. */
-        *out = (struct signal_output){ .outcome = SIGNAL_TAKEN, .value = NULL };
+        *out = (struct signal_output){ .outcome = SIGNAL_CONSUMED, .value = NULL };
         break;
     }
     pthread_mutex_unlock(&s->lock);

@@ -1,8 +1,11 @@
 /* block_on.h - stage 02: run one future to completion on this thread.
  *
- * block_on() polls the future with a waker that unparks this thread; on
- * POLL_PENDING it parks (parker.h) and polls again only after a wake (or a
- * spurious return of park). It never spins: waiting costs no CPU.
+ * The contract (docs/02-block-on.md#the-contract):
+ *  1. block_on() never spins: it polls the future with a waker that unparks
+ *     this thread; on POLL_PENDING it parks (parker.h) and polls again only
+ *     after a wake (or a spurious return of park). Waiting costs no CPU.
+ *  2. It leaves the future to its caller: it does not drop it; it writes the
+ *     output to `out` and returns the number of polls it made.
  */
 #ifndef LAB_BLOCK_ON_H
 #define LAB_BLOCK_ON_H

@@ -120,7 +120,7 @@ struct executor *executor_current(void);
 /* A sentence for a status: "deadlock: ...". */
 const char *executor_status_str(enum executor_status st);
 
-/* ---- tracing (common/trace.h, docs/tracing.md) ----
+/* ---- tracing (common/tracing/trace.h, docs/tracing.md) ----
  * Built with -DLAB_TRACE, a spawn notes the file and line it was written at,
  * for the trace and the stall lamp; without it these lines do nothing. */
 #if defined(LAB_TRACE) && !defined(LAB_EXECUTOR_C)

@@ -118,7 +118,7 @@ void reactor_drop_waker(struct io_reg *reg, enum io_direction dir);
  * wake token (REACTOR_TOKEN_WAKE) was among them. */
 bool reactor_dispatch(struct reactor *r, const struct epoll_event *events, int n);
 
-/* ---- tracing (common/trace.h, docs/tracing.md) ----
+/* ---- tracing (common/tracing/trace.h, docs/tracing.md) ----
  * Built with -DLAB_TRACE (make trace), every call of reactor_dispatch made
  * outside reactor.c (the I/O driver's) goes through a traced wrapper at the
  * end of reactor.c: the turn is drawn as a "reactor" slice, each event as a

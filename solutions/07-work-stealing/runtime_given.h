@@ -111,7 +111,7 @@ static inline void worker_unpark(struct ws_worker *w);
  * or a spurious return. */
 static inline void worker_park(struct ws_worker *w, int64_t timeout_ns);
 
-/* ---- tracing (common/trace.h, docs/tracing.md) ------------------------------------- */
+/* ---- tracing (common/tracing/trace.h, docs/tracing.md) ----------------------------- */
 
 #ifdef LAB_TRACE
 /* Traced (given): in this file, a steal from another worker's deque and a

@@ -40,7 +40,7 @@ LAB_TEST(signal_complete, duplicate_after_taken_refused, 5)
 
     enum signal_status st = signal_complete(p, &second_value);
     cr_assert_eq(st, SIGNAL_ALREADY_COMPLETE, "signal_complete after the value was taken returned %s; completion is terminal, it must be SIGNAL_ALREADY_COMPLETE (contract 5)", status_name(st));
-    expect_ready(poll_with(f, task, &out), &out, SIGNAL_TAKEN, NULL, "a poll after Ready and a refused completion");
+    expect_ready(poll_with(f, task, &out), &out, SIGNAL_CONSUMED, NULL, "a poll after Ready and a refused completion");
 
     signal_drop(p);
     signal_future_drop(f);

@@ -234,7 +234,7 @@ LAB_TEST(signal_ownership, as_future_polls_and_drops, 5)
     struct counting_waker *task = counting_waker_new("task");
     struct signal *p;
     struct signal_future *f;
-    struct signal_output out = { .outcome = SIGNAL_TAKEN, .value = NULL };
+    struct signal_output out = { .outcome = SIGNAL_CONSUMED, .value = NULL };
 
     alloc_count_start();
     new_signal(record_drop, &p, &f);

@@ -157,8 +157,8 @@ LAB_TEST(signal_poll, closed_before_first_poll, 5)
     expect_books_balanced(task);
 }
 
-/* Clause 7: poll after Ready gives SIGNAL_TAKEN, no value, no waker touched. */
-LAB_TEST(signal_poll, poll_after_ready_taken, 5)
+/* Clause 7: poll after Ready gives SIGNAL_CONSUMED, no value, no waker touched. */
+LAB_TEST(signal_poll, poll_after_ready_consumed, 5)
 {
     struct counting_waker *first = counting_waker_new("first poller");
     struct counting_waker *later = counting_waker_new("poller after Ready");
@@ -173,8 +173,8 @@ LAB_TEST(signal_poll, poll_after_ready_taken, 5)
     for (int i = 1; i <= 3; i++) {
         enum poll r = poll_with(f, later, &out);
         cr_assert_eq(r, POLL_READY, "poll %d after Ready returned Pending; a completed future must stay Ready (contract 7)", i);
-        cr_assert_neq(out.outcome, SIGNAL_VALUE, "poll %d after Ready delivered the value again (%p); the value must be delivered once, then SIGNAL_TAKEN (contract 7)", i, out.value);
-        expect_ready(r, &out, SIGNAL_TAKEN, NULL, "a poll after Ready");
+        cr_assert_neq(out.outcome, SIGNAL_VALUE, "poll %d after Ready delivered the value again (%p); the value must be delivered once, then SIGNAL_CONSUMED (contract 7)", i, out.value);
+        expect_ready(r, &out, SIGNAL_CONSUMED, NULL, "a poll after Ready");
     }
     struct waker_counts c = counting_waker_counts(later);
     cr_assert_eq(c.clones + c.drops + c.wakes + c.wake_by_refs, 0u,
@@ -188,8 +188,8 @@ LAB_TEST(signal_poll, poll_after_ready_taken, 5)
     expect_books_balanced(later);
 }
 
-/* Clause 7 after a real wait: Pending, wake, Ready, then TAKEN. */
-LAB_TEST(signal_poll, poll_after_wake_ready_taken, 5)
+/* Clause 7 after a real wait: Pending, wake, Ready, then CONSUMED. */
+LAB_TEST(signal_poll, poll_after_wake_ready_consumed, 5)
 {
     struct counting_waker *task = counting_waker_new("task");
     struct signal *p;
@@ -201,7 +201,7 @@ LAB_TEST(signal_poll, poll_after_wake_ready_taken, 5)
     cr_assert_eq(signal_complete(p, &value_a), SIGNAL_OK, "signal_complete must return SIGNAL_OK");
     expect_ready(poll_with(f, task, &out), &out, SIGNAL_VALUE, &value_a, "the poll after the wake");
     struct waker_counts before = counting_waker_counts(task);
-    expect_ready(poll_with(f, task, &out), &out, SIGNAL_TAKEN, NULL, "the poll after Ready");
+    expect_ready(poll_with(f, task, &out), &out, SIGNAL_CONSUMED, NULL, "the poll after Ready");
     struct waker_counts after = counting_waker_counts(task);
     cr_assert(before.clones == after.clones && before.drops == after.drops &&
                   before.wakes == after.wakes && before.wake_by_refs == after.wake_by_refs,
@@ -212,8 +212,8 @@ LAB_TEST(signal_poll, poll_after_wake_ready_taken, 5)
     expect_books_balanced(task);
 }
 
-/* Clause 7 after CLOSED: the closing is delivered once, then TAKEN. */
-LAB_TEST(signal_poll, poll_after_closed_taken, 5)
+/* Clause 7 after CLOSED: the closing is delivered once, then CONSUMED. */
+LAB_TEST(signal_poll, poll_after_closed_consumed, 5)
 {
     struct counting_waker *task = counting_waker_new("task");
     struct signal *p;
@@ -224,7 +224,7 @@ LAB_TEST(signal_poll, poll_after_closed_taken, 5)
     cr_assert_eq(poll_with(f, task, &out), POLL_PENDING, "the first poll returned Ready before the producer did anything");
     signal_drop(p);
     expect_ready(poll_with(f, task, &out), &out, SIGNAL_CLOSED, NULL, "the poll after the producer was dropped");
-    expect_ready(poll_with(f, task, &out), &out, SIGNAL_TAKEN, NULL, "the poll after the Ready that reported SIGNAL_CLOSED");
+    expect_ready(poll_with(f, task, &out), &out, SIGNAL_CONSUMED, NULL, "the poll after the Ready that reported SIGNAL_CLOSED");
     cr_assert_eq(counting_waker_counts(task).clones, 1u, "polls after Ready cloned the waker; they must not register anything (contract 7)");
 
     signal_future_drop(f);

@@ -293,8 +293,8 @@ LAB_TEST(signal_race, stress_complete_vs_poll, 20)
         struct context cx = context_from_waker(&nw_ref);
         enum poll r2 = signal_future_poll(f, &cx, &again);
         waker_drop(&nw_ref); /* -1 */
-        cr_assert(r2 == POLL_READY && again.outcome == SIGNAL_TAKEN,
-                  "iteration %u (seed %llu): the poll after Ready did not answer Ready with SIGNAL_TAKEN (contract 7)", i, (unsigned long long)seed);
+        cr_assert(r2 == POLL_READY && again.outcome == SIGNAL_CONSUMED,
+                  "iteration %u (seed %llu): the poll after Ready did not answer Ready with SIGNAL_CONSUMED (contract 7)", i, (unsigned long long)seed);
 
         signal_future_drop(f);
         notify_waker_release(nw);
@@ -321,7 +321,7 @@ LAB_TEST(signal_race, stress_cancel_vs_complete, 20)
     for (unsigned i = 0; i < iters; i++) {
         struct signal *p;
         struct signal_future *f;
-        struct signal_output out = { .outcome = SIGNAL_TAKEN, .value = NULL };
+        struct signal_output out = { .outcome = SIGNAL_CONSUMED, .value = NULL };
         new_signal(record_drop, &p, &f);
         struct notify_waker *nw = notify_waker_new();
         unsigned drops_before = dropped_calls();

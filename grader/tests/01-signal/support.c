@@ -58,7 +58,7 @@ const char *outcome_name(enum signal_outcome o)
     switch (o) {
     case SIGNAL_VALUE: return "SIGNAL_VALUE";
     case SIGNAL_CLOSED: return "SIGNAL_CLOSED";
-    case SIGNAL_TAKEN: return "SIGNAL_TAKEN";
+    case SIGNAL_CONSUMED: return "SIGNAL_CONSUMED";
     }
     return "an unknown outcome (out was not filled in)";
 }

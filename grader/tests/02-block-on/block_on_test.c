@@ -152,7 +152,7 @@ LAB_TEST(block_on, signal_from_other_thread, 10)
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, producer_main, &pr), 0, "could not start a thread");
 
-    struct signal_output out = { .outcome = SIGNAL_TAKEN, .value = NULL };
+    struct signal_output out = { .outcome = SIGNAL_CONSUMED, .value = NULL };
     struct bg_block_on b;
     bg_block_on_start(&b, future_of(&gated_vt, &g), &out);
     bool returned = bg_block_on_finish(&b, STAGE02_RESCUE_MS);
@@ -240,13 +240,13 @@ LAB_TEST(block_on, forgetful_future_parks_quietly, 10)
 LAB_TEST(block_on, does_not_drop_future, 10)
 {
     /* A Signal future: after block_on its owner may still poll it (Ready
-     * again, SIGNAL_TAKEN: stage 01's contract 7), and then drops it. */
+     * again, SIGNAL_CONSUMED: stage 01's contract 7), and then drops it. */
     static int value;
     struct signal *sp;
     struct signal_future *sf;
     new_signal_pair(&sp, &sf);
     cr_assert_eq(signal_complete(sp, &value), SIGNAL_OK, "signal_complete failed");
-    struct signal_output out = { .outcome = SIGNAL_TAKEN, .value = NULL };
+    struct signal_output out = { .outcome = SIGNAL_CONSUMED, .value = NULL };
     unsigned long polls = block_on(signal_future_as_future(sf), &out);
     struct waker none = noop_waker();
     struct context cx = context_from_waker(&none);
@@ -257,9 +257,9 @@ LAB_TEST(block_on, does_not_drop_future, 10)
     cr_assert(polls == 1 && out.outcome == SIGNAL_VALUE && out.value == &value,
               "block_on on a completed Signal: %lu polls, outcome %d; expected 1 poll and the "
               "value", polls, (int)out.outcome);
-    cr_assert(r == POLL_READY && again.outcome == SIGNAL_TAKEN,
+    cr_assert(r == POLL_READY && again.outcome == SIGNAL_CONSUMED,
               "the Signal future, polled again by its owner after block_on, did not answer Ready "
-              "with SIGNAL_TAKEN: did block_on drop it?");
+              "with SIGNAL_CONSUMED: did block_on drop it?");
 
     /* A future that counts its drops. */
     struct owned o = { .left = 1 };
@@ -432,7 +432,7 @@ LAB_TEST(block_on_race, signal_at_random_moment, 30)
         struct racer cons = { .line = &line, .spin = pause * 1000 + (unsigned)(r >> 8) % 1000 };
         new_signal_pair(&prod.signal, &cons.future);
         prod.value = &values[i % 2];
-        cons.out = (struct signal_output){ .outcome = SIGNAL_TAKEN, .value = NULL };
+        cons.out = (struct signal_output){ .outcome = SIGNAL_CONSUMED, .value = NULL };
         done_init(&cons.done);
 
         pthread_t tp, tc;
