@@ -6,7 +6,10 @@ Two rules, applied in this order to a lane run's outcomes:
    record: the worker was never scheduled, or its start-up stalled, or the
    runner was stopped at its backstop, on a machine under heavy load) has
    run no code under test, so it is run once more on the same binary before
-   it is judged. One that did not start in either run is not judged.
+   it is judged. One that did not start in either run is run on the
+   reference: if the reference starts and passes it now, the machine can
+   run it, so what stopped the runner was the code under test (a kill(-1)
+   stops Criterion's own helpers) and it stays a failure; else not judged.
 2. A test that still timed out is run again at once on the reference, in
    the same lane with the same limits. If the reference passes it within a
    quarter of the limit (limits are set near ten times the reference's time
@@ -40,14 +43,23 @@ def calibrate(outs, inv, runner, reference, reference_tests, limits_hit=False):
     it)."""
     unbegun = [t for t, o in outs.items() if o.verdict in (Verdict.TIMEOUT, Verdict.MISSING) and not o.began]
     limits_hit = retry_unbegun(outs, inv, runner, unbegun) or limits_hit
-    for t in unbegun:
+    twice = [t for t in unbegun if outs[t].verdict == Verdict.MISSING and not outs[t].began and not limits_hit]
+    started = _reference_starts(twice, inv, runner, reference, reference_tests)
+    for t in twice:
         o = outs[t]
-        if o.verdict == Verdict.MISSING and not o.began and not limits_hit:
-            # twice not started: the machine (another run, a loaded host) kept
-            # it from running; nothing of the code under test was seen
-            o.verdict = Verdict.TOO_SLOW
-            o.message = ("not judged, regrade: the test did not start in two runs (the runner was stopped or "
-                         "starved before it began)")
+        if t in started:
+            # the machine runs it now, with the reference: what stopped the
+            # runner was in the code under test (a kill of the run's other
+            # processes stops Criterion's own): it stays a failure
+            o.details.insert(0, f"the test did not start in two runs, and the reference solution runs and passes "
+                                f"it on this machine right now ({started[t]:.1f} s): something in the code under "
+                                "test stopped the test runner (a kill() or exit of processes it did not start?)")
+            continue
+        # twice not started: the machine (another run, a loaded host) kept
+        # it from running; nothing of the code under test was seen
+        o.verdict = Verdict.TOO_SLOW
+        o.message = ("not judged, regrade: the test did not start in two runs (the runner was stopped or "
+                     "starved before it began)")
     slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT]
     if not slow:
         return outs
@@ -69,6 +81,17 @@ def calibrate(outs, inv, runner, reference, reference_tests, limits_hit=False):
                      f"(is it loaded?)")
         o.details = []
     return outs
+
+
+def _reference_starts(tests, inv, runner, reference, reference_tests):
+    """{test: seconds} of the tests (of those the reference has) that the
+    reference solution runs and passes in the same lane right now."""
+    tests = [t for t in tests if t in reference_tests]
+    if not tests or reference is None:
+        return {}
+    again = moved_to(inv, inv.run_dir.parent / f"{inv.run_dir.name}-reference-start", binary=reference, tests=tests)
+    mine, _ = runner.run(again, {})
+    return {t: mine[t].seconds for t in tests if mine[t].passed}
 
 
 def retry_unbegun(outs, inv, runner, tests):

@@ -114,7 +114,9 @@ def _map_loose(entries, stages, prefix, notes):
 def _plan_folder(entries, dirs, folder, notes):
     """[(path in the submission, file name)] for a stage folder: its files
     (never those in its subfolders) whose suffix is one of SUFFIXES."""
-    names = children(entries, folder)
+    # the stage folder's Makefile is the handout's (make labs writes it, for
+    # `make grade` typed there): expected, never taken in, not worth a note
+    names = [n for n in children(entries, folder) if n != "Makefile"]
     kept = [n for n in names if n.endswith(SUFFIXES) or entries[folder + n].kind == "link"]
     if len(kept) < len(names):
         notes.append(f"left out {len(names) - len(kept)} file(s) of {folder} that are not "

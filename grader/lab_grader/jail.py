@@ -52,15 +52,16 @@ class Jail:
             kernel.write(self.memcg / "cgroup.procs", str(os.getpid()))
         if self.cpucg is not None:
             kernel.write(self.cpucg / "cgroup.procs", str(os.getpid()))
+        # CLONE_NEWPID takes effect for this process's children: the command
+        # (self.command) is unshare(1), whose forked child is the namespace's
+        # first process and execs the runner
+        pid = kernel.CLONE_NEWPID if getattr(sb, "pidns", None) else 0
         if sb.netns == "root":
-            kernel.unshare(kernel.CLONE_NEWNET)
+            kernel.unshare(kernel.CLONE_NEWNET | pid)
             kernel.loopback_up()
         elif sb.netns == "user":
             uid, gid = os.getuid(), os.getgid()
-            # CLONE_NEWPID takes effect for this process's children: the
-            # command (self.command) is unshare(1), whose forked child is the
-            # namespace's first process and execs the runner
-            kernel.unshare(kernel.CLONE_NEWUSER | kernel.CLONE_NEWNET | (kernel.CLONE_NEWPID if getattr(sb, "pidns", None) else 0))
+            kernel.unshare(kernel.CLONE_NEWUSER | kernel.CLONE_NEWNET | pid)
             kernel.write("/proc/self/setgroups", "deny")
             kernel.write("/proc/self/uid_map", f"{uid} {uid} 1")
             kernel.write("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -76,8 +77,8 @@ class Jail:
             os.setuid(self.uid)
 
     def command(self, cmd):
-        """cmd as the run starts it: not root, where the machine allows, in
-        a PID namespace of its own (sandbox.py, "processes")."""
+        """cmd as the run starts it: where the machine allows, in a PID
+        namespace of its own (sandbox.py, "processes")."""
         return [*self.sandbox.pidns, *cmd] if getattr(self.sandbox, "pidns", None) else list(cmd)
 
     def fork_failures(self):

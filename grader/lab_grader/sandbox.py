@@ -22,14 +22,16 @@ far as the machine allows, and the grader says how far that was:
             and each run has its own) and `kill -9 -1` as that user does the
             killing; otherwise there is no process limit, and the report says
             so. LAB_SANDBOX_CGROUP=0 leaves the cgroup out (to test that path).
-            Not root, inside the user namespace: a PID namespace of its own
-            (made between fork and exec, where the run still holds the user
-            namespace's capabilities, which an exec as a non-zero user id
-            drops; util-linux's `unshare --fork --kill-child` then starts the
-            runner as the namespace's first process), so a test's kill(-1) reaches the run's
-            own processes, not every process of the user who grades, and
-            every process of the run dies with the runner, a daemon that
-            left its session included (pid_namespaces(7)).
+            A PID namespace of its own, as root or, not root, inside the
+            user namespace (made between fork and exec, where the run still
+            holds that namespace's capabilities, which an exec as a non-zero
+            user id drops); util-linux's `unshare --fork --kill-child` starts
+            the runner as its first process. A test's kill(-1) then reaches
+            the run's other processes but never its runner (pid_namespaces(7)):
+            its tests fail as killed, where before, as root, the runner died
+            and they went unjudged, and, not root, every process of the user
+            who grades died. Every process of the run dies with the runner, a
+            daemon that left its session included.
   cpu       A cpu cgroup per run, all of equal weight: a run that starts 500
             busy threads gets one run's share of the machine, not 500 tasks'
             worth, and the runs beside it keep theirs. What a run's tasks got
@@ -125,10 +127,10 @@ class Sandbox:
         if err is not None:
             self.private_dirs = False
             self.why_not.append(f"the machine's /tmp and /dev/shm are shared: a mount namespace was refused ({err})")
-        if not self.root:
-            err = self._probe_pidns()
-            if err is not None:
-                self.why_not.append(f"a test's kill(-1) reaches every process of yours: no PID namespace ({err})")
+        err = self._probe_pidns()
+        if err is not None:
+            reach = "can stop its own test runner" if self.root else "reaches every process of yours"
+            self.why_not.append(f"a test's kill(-1) {reach}: no PID namespace ({err})")
 
     def _grader_group(self, controller, what, allowed):
         group, why_not = cgroups.grader_group(controller, what, allowed)
@@ -155,12 +157,12 @@ class Sandbox:
             jail.close()
 
     def _probe_pidns(self):
-        """Not root: can a run start in a PID namespace of its own? Sets
-        self.pidns to the command prefix when it can; else says why not.
-        Only inside the user namespace: that is where the run has the
-        capability to make one (Jail.preexec makes it)."""
-        if self.netns != "user":
-            return "no user namespace"
+        """Can a run start in a PID namespace of its own? Sets self.pidns to
+        the command prefix when it can; else says why not. Made where the
+        network namespace is (Jail.preexec): as root, or not root inside the
+        user namespace, which is where the run has the capability."""
+        if self.netns == "none":
+            return "no network or user namespace either"
         unshare = shutil.which("unshare")
         if unshare is None:
             return "util-linux's unshare is not installed"

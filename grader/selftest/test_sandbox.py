@@ -344,3 +344,23 @@ def test_not_root_a_kill_of_every_process_reaches_the_run_only(tmp_path, caps):
     ps = subprocess.run(["ps", "-eo", "stat=,comm="], capture_output=True, text=True).stdout.splitlines()
     alive = [p for p in ps if p.split()[-1] == "lab-nr-daemon" and not p.startswith("Z")]
     assert not alive, f"{len(alive)} daemons of a test outlived the grading"
+
+
+def test_a_kill_of_every_process_fails_its_tests_and_is_never_a_regrade(tmp_path, caps):
+    """signal_new calls kill(-1, SIGKILL). As root each run has a user id of
+    its own, so that reached only the run, but all of it: Criterion's runner
+    and its helpers died, the tests after it did not start in two runs, and
+    18 of 23 points were "not judged, regrade" (a grade-class batch) -- a
+    way to turn any failure into a regrade. In the run's PID namespace the
+    runner survives (kill(-1) never reaches the namespace's first process);
+    what it cannot start is run on the reference, which starts it: a failure."""
+    if not caps["netns"]:
+        pytest.skip("no network namespace here, so no PID namespace either")
+    tree = hostile_tree(tmp_path, '    kill(-1, SIGKILL);\n', includes=("signal.h",))
+    g = grade(tmp_path, tree, stage="01-signal", timeout=600)
+    assert "own PID namespace" in g.output, g.output[-3000:]
+    # (the kernel may still say a loaded machine starved a run: that regrade is honest)
+    dodged = [t["number"] for t in g.results["tests"] if t.get("extra_data", {}).get("judged") is False
+              and "did not start in two runs" in t["output"]]
+    assert not dodged, f"items a kill(-1) turned into a regrade: {dodged}\n{g.output[-3000:]}"
+    assert g.returncode == 2 and g.score < sum(t["max_score"] for t in g.results["tests"]), g.output[-3000:]
