@@ -93,6 +93,34 @@ static bool blocks_dump_signal(long tid)
     return blocked;
 }
 
+/* The id of thread `tid` (a name in /proc/self/task) as this process sees
+ * it. The grader starts each run in a PID namespace of its own but leaves
+ * the machine's /proc mounted, whose names are the ids of the namespace
+ * above; the status file's NSpid line lists the id in each namespace, this
+ * one's last (proc(5)). Without a namespace, or on a kernel before 4.1 with
+ * no NSpid line, the name is the id. */
+static long own_tid(long tid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return tid;
+    long own = tid;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "NSpid:", 6) == 0) {
+            char *p = line + 6, *end;
+            for (long v = strtol(p, &end, 10); end != p; v = strtol(p, &end, 10)) {
+                own = v;
+                p = end;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    return own;
+}
+
 static void dump_all_threads(void)
 {
     pid_t pid = getpid();
@@ -104,8 +132,9 @@ static void dump_all_threads(void)
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        long tid = strtol(e->d_name, NULL, 10);
-        if (tid == self)
+        long tid = strtol(e->d_name, NULL, 10);   /* its name in /proc, for the files below */
+        long id = own_tid(tid);                   /* its id here, for the records and tgkill */
+        if (id == self)
             continue;
         char path[64], comm[64] = "?";
         snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
@@ -120,7 +149,7 @@ static void dump_all_threads(void)
             /* Criterion's own I/O thread blocks every signal; it is not
              * the code under test, and waiting for it would waste the time
              * left before the timeout. */
-            record("THREAD %d %ld %s blocked\n", (int)pid, tid, comm);
+            record("THREAD %d %ld %s blocked\n", (int)pid, id, comm);
             continue;
         }
         char state = '?';
@@ -135,9 +164,9 @@ static void dump_all_threads(void)
             }
             fclose(f);
         }
-        record("THREAD %d %ld %s %c\n", (int)pid, tid, comm, state);
+        record("THREAD %d %ld %s %c\n", (int)pid, id, comm, state);
         atomic_store_explicit(&dump_ack, 0, memory_order_relaxed);
-        if (syscall(SYS_tgkill, pid, tid, DUMP_SIGNAL) != 0)
+        if (syscall(SYS_tgkill, pid, id, DUMP_SIGNAL) != 0)
             continue;
         for (int i = 0; i < 60 && !atomic_load_explicit(&dump_ack, memory_order_acquire); i++)
             lab_sleep_ms(5); /* a thread that cannot take the signal gets 0.3 s */
