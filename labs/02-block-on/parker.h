@@ -8,7 +8,9 @@
  * The contract (docs/02-block-on.md#the-contract):
  *  1. The token: parker_unpark() stores a token and wakes the parked thread
  *     if there is one; the next park consumes it and returns at once. An
- *     unpark that happens before park is therefore not lost.
+ *     unpark that happens before park is therefore not lost, and what the
+ *     unparking thread wrote before its unpark is visible to the owner once
+ *     a park has consumed that token (unpark releases, the taking acquires).
  *  2. One token, not a count: several unparks store one token; a park
  *     consumes it, and the next park sleeps.
  *  3. Sleeping is free: a parked thread sleeps until a token arrives, using
