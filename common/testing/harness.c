@@ -73,24 +73,35 @@ static void dump_handler(int sig)
     errno = saved;
 }
 
-/* Does thread `tid` block DUMP_SIGNAL? (SigBlk in /proc, a hex mask) */
-static bool blocks_dump_signal(long tid)
+/* The value of the line that starts with `key` in thread `tid`'s status
+ * file (proc(5)), into out; false when the file or the line is missing. */
+static bool task_status(long tid, const char *key, char *out, size_t size)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
     FILE *f = fopen(path, "r");
     if (!f)
         return false;
-    bool blocked = false;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "SigBlk:", 7) == 0) {
-            unsigned long long mask = strtoull(line + 7, NULL, 16);
-            blocked = (mask >> (DUMP_SIGNAL - 1)) & 1u;
-            break;
+    bool found = false;
+    size_t klen = strlen(key);
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, klen) == 0) {
+            snprintf(out, size, "%s", line + klen);
+            found = true;
         }
     }
     fclose(f);
-    return blocked;
+    return found;
+}
+
+/* Does thread `tid` block DUMP_SIGNAL? (SigBlk, a hex mask) */
+static bool blocks_dump_signal(long tid)
+{
+    char value[128];
+    if (!task_status(tid, "SigBlk:", value, sizeof value))
+        return false;
+    unsigned long long mask = strtoull(value, NULL, 16);
+    return (mask >> (DUMP_SIGNAL - 1)) & 1u;
 }
 
 /* The id of thread `tid` (a name in /proc/self/task) as this process sees
@@ -101,23 +112,15 @@ static bool blocks_dump_signal(long tid)
  * no NSpid line, the name is the id. */
 static long own_tid(long tid)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    char value[128];
+    if (!task_status(tid, "NSpid:", value, sizeof value))
         return tid;
     long own = tid;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "NSpid:", 6) == 0) {
-            char *p = line + 6, *end;
-            for (long v = strtol(p, &end, 10); end != p; v = strtol(p, &end, 10)) {
-                own = v;
-                p = end;
-            }
-            break;
-        }
+    char *p = value, *end;
+    for (long v = strtol(p, &end, 10); end != p; v = strtol(p, &end, 10)) {
+        own = v;
+        p = end;
     }
-    fclose(f);
     return own;
 }
 
