@@ -37,11 +37,9 @@ def rerun_command(grading, item, outcome, command="make grade", narrow=True):
     the item's stage)."""
     stage = grading.stages[item.stage]
     parts = [command, f"STAGE={stage.number}"]
-    if not narrow:
-        pass
-    elif outcome is not None and not outcome.test.startswith("quiz::"):
+    if narrow and outcome is not None and not outcome.test.startswith("quiz::"):
         parts.append(f"TEST={outcome.test.replace('::', '/')}")
-    else:
+    elif narrow:
         parts.append(f"ITEMS={item.id}")
     if outcome is not None and outcome.seed:
         parts.append(f"SEED={outcome.seed}")
@@ -98,6 +96,11 @@ def _unbuilt(grading, r):
     return r.build_error is not None and b is not None and r.build_error is b.error
 
 
+def _waiting(rs):
+    """What a stage that does not build holds back: its items and points."""
+    return f"{len(rs)} item(s) and {fmt_points(sum(r.item.points for r in rs))} points wait on it"
+
+
 def build_failures(grading, results):
     """One block per stage that did not build, in place of a block per item
     it stopped: the first error, what it costs, the command to rerun."""
@@ -107,9 +110,7 @@ def build_failures(grading, results):
             by_stage.setdefault(r.item.stage, []).append(r)
     for name, rs in by_stage.items():
         error = rs[0].build_error
-        lost = sum(r.item.points for r in rs)
-        lines.append(f"{name} {rs[0].summary.split(':', 1)[0]} ({len(rs)} item(s), {fmt_points(lost)} points, "
-                     "wait for it)")
+        lines.append(f"{name} {rs[0].summary.split(':', 1)[0]} ({_waiting(rs)})")
         lines.append(f"  what happened: {clean(error.first)}")
         lines.append(f"  rerun it:      {rerun_command(grading, rs[0].item, None, 'make check', narrow=False)}")
         lines.append("")
@@ -130,8 +131,7 @@ def compiler_first(grading, results):
         lines.append(f"{name} {rs[0].summary.split(':', 1)[0]}:")
         log = clean(error.log).strip() if error.log else clean(error.first)
         lines += ["  " + l for l in log.splitlines()[:40]]
-        lines.append(f"({len(rs)} item(s), {fmt_points(sum(r.item.points for r in rs))} points, wait for it; "
-                     "the rest of the report comes once it builds)")
+        lines.append(f"({_waiting(rs)}; the rest of the report comes once it builds)")
         lines.append("")
     return "\n".join(lines).rstrip()
 
