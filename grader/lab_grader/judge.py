@@ -64,9 +64,10 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
                 o.details.append("likely cause: a thread was still running when time ran out: a loop that "
                                  "polls or spins instead of parking (or plain slowness)")
             else:
-                o.details.append("likely cause: every thread was asleep: a wake that never came (a lost "
-                                 "wakeup: Pending returned with no waker registered, or the waker was "
-                                 "dropped instead of woken) or a deadlock")
+                # said of every kind of test (a parker's has no future): the
+                # item's hang hint is where a stage names its own mechanism
+                o.details.append("likely cause: every thread was asleep: a wakeup that never came (lost "
+                                 "between a check and a sleep, or dropped instead of delivered) or a deadlock")
         if run and run.threads:
             o.details.append("where each thread was when the watchdog fired:")
             for t in run.threads:

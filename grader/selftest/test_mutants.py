@@ -3,9 +3,11 @@ names, graded on those items only; and every rubric item is named by some
 mutant, so no item is a check that cannot fail."""
 import pytest
 
+import clauses
 from conftest import MUTANT_ENV, apply_mutant, grade, mutants, stages
 
 MUTANTS = mutants()
+ITEMS = {(s.name, i.id): i for s in stages() for i in s.items}
 
 
 def test_every_item_has_a_mutant():
@@ -31,5 +33,22 @@ def test_mutant_is_caught(m, tmp_path):
         t = g.item(f"{m.stage}/{c}")
         assert t["score"] == 0, f"item {c} gave points to mutant {m.name} ({m.bug})\n{g.output[-3000:]}"
         assert t["status"] == "failed"
+        assert_names_its_clause(m, ITEMS[(m.stage, c)], t["output"])
     for text in m.expect:
         assert text in g.output, f"the report should say '{text}' for mutant {m.name}\n{g.output[-3000:]}"
+
+
+def assert_names_its_clause(m, item, output):
+    """The caught item's 'what happened' names a contract its clause cites:
+    the evidence says which rule of which header to reread. Not asked of a
+    checker's own finding (a leak on a no-leak item is the clause), a crash
+    (its backtrace is the evidence), a written answer or a hostile tree
+    (those check their texts with Expect: lines)."""
+    verdict = clauses.status(output)
+    if item.lane == "quiz" or m.name.startswith("hostile-") or verdict in clauses.SELF_EVIDENT or verdict == "crashed":
+        return
+    what = clauses.what_happened(output)
+    refs = clauses.cited(item.clause)
+    assert clauses.names(what, refs), (
+        f"mutant {m.name}: item {item.id}'s failure does not name the clause its evidence shows broken "
+        f"(one of {sorted(refs, key=str)} from its rubric clause); it said:\n  {what}")
