@@ -3,7 +3,7 @@
 
 A rubric clause ends with its citations in parentheses: "(contract 3)",
 "(parker.h contracts 3 and 4)", "(timer_wheel.h, contract 1, 6;
-time_driver.h, contract 5)", "(join.h)". A failing item's own evidence (the
+time_driver.h, contract 5)", "(join.h rule 4)", "(join.h)". A failing item's own evidence (the
 test's assertion message, or the item's hang hint when the test timed out)
 must name the clause it shows broken, so a student reading the report knows
 which rule of which header to reread; the self-tests check it for every
@@ -25,8 +25,9 @@ def cited(clause):
             h = re.search(r"\b(\w+\.h)\b", part)
             if h:
                 header = h.group(1)
-            if "contract" in part:
-                tail = part.split("contract", 1)[1]
+            word = re.search(r"\b(contract|rule)s?\b", part)
+            if word:
+                tail = part[word.end():]
                 out |= {(header, n) for n in re.findall(r"\b(\d+)\b", tail)}
             elif h:
                 out.add((header, None))
@@ -34,10 +35,11 @@ def cited(clause):
 
 
 def names(text, refs):
-    """True if `text` names one of `refs`: 'contract N' (in a list such as
-    'contracts 3 and 4' too) for a numbered one, the header for the others."""
+    """True if `text` names one of `refs`: 'contract N' or 'rule N' (in a
+    list such as 'contracts 3 and 4' too) for a numbered one, the header for
+    the others."""
     for header, n in refs:
-        if n and re.search(rf"\bcontracts? (?:\d+(?:, | and |, and ))*{n}\b", text):
+        if n and re.search(rf"\b(?:contract|rule)s? (?:\d+(?:, | and |, and |-))*{n}\b", text):
             return True
         if header and not n and header in text:
             return True

@@ -34,7 +34,7 @@ LAB_TEST(parker, unpark_before_park_timeout, 10)
     parker_unpark(p);
     cr_assert(parker_park_timeout(p, 0),
               "parker_unpark() then parker_park_timeout(p, 0) returned false: an unpark made "
-              "before park must leave a token that the next park takes at once");
+              "before park must leave a token that the next park takes at once (parker.h contract 1)");
 
     parker_unpark(p);
     cr_assert(parker_park_timeout(p, 1000 * MS_NS),
@@ -70,7 +70,7 @@ LAB_TEST(parker, several_unparks_store_one_token, 10)
               "after three unparks parker_park_timeout(p, 0) returned false: the token is missing");
     cr_assert_not(parker_park_timeout(p, 50 * MS_NS),
                   "after three unparks, two parks both found a token: unparks must not add up; "
-                  "a parker holds at most one token");
+                  "a parker holds at most one token (parker.h contract 2)");
 
     /* the same through parker_park, which must take exactly the one token */
     parker_unpark(p);
@@ -81,7 +81,7 @@ LAB_TEST(parker, several_unparks_store_one_token, 10)
     cr_assert(returned, "after two unparks parker_park() did not return: the token was lost");
     cr_assert_not(parker_park_timeout(p, 50 * MS_NS),
                   "after two unparks and one parker_park(), another park still found a token: "
-                  "a parker holds at most one token");
+                  "a parker holds at most one token (parker.h contract 2)");
     parker_release(p);
 }
 
@@ -112,7 +112,7 @@ LAB_TEST(parker, unparks_from_threads_store_one_token, 10)
               "after 400 unparks from 4 threads parker_park_timeout(p, 0) found no token");
     cr_assert_not(parker_park_timeout(p, 50 * MS_NS),
                   "after 400 unparks from 4 threads, a second park also found a token: unparks "
-                  "must not add up; a parker holds at most one token");
+                  "must not add up; a parker holds at most one token (parker.h contract 2)");
     parker_release(p);
 }
 
@@ -129,17 +129,17 @@ LAB_TEST(parker, park_timeout_times_out, 10)
         bool returned = bg_park_finish(&b, STAGE02_RESCUE_MS);
         cr_assert(returned,
                   "parker_park_timeout(p, 50 ms) with no unpark was still asleep after %u ms: "
-                  "it must give up when its timeout has passed",
+                  "it must give up when its timeout has passed (parker.h contract 6)",
                   STAGE02_RESCUE_MS);
         cr_assert_not(b.result,
                       "parker_park_timeout(p, 50 ms) with no unpark returned true (round %d): "
-                      "true means a token was taken, and nobody unparked%s",
+                      "true means a token was taken, and nobody unparked (parker.h contract 6)%s",
                       round, round == 2 ? " (after a first timeout, the state must be back to "
                                           "no token, not left as parked)" : "");
         cr_assert_geq(b.elapsed_ns, 49 * MS_NS,
                       "parker_park_timeout(p, 50 ms) returned after %.1f ms (round %d): too "
                       "early; the timeout is a CLOCK_MONOTONIC deadline (and the condition "
-                      "variable must be told to use that clock)",
+                      "variable must be told to use that clock: parker.h contract 6)",
                       (double)b.elapsed_ns / 1e6, round);
     }
     parker_release(p);
@@ -178,7 +178,7 @@ LAB_TEST(parker, unpark_wakes_parked_thread, 10)
     bool returned = bg_park_finish(&b, STAGE02_RESCUE_MS);
     cr_assert(returned,
               "a thread asleep in parker_park() was not woken by parker_unpark() from another "
-              "thread (still asleep after %u ms)", STAGE02_RESCUE_MS);
+              "thread (still asleep after %u ms; parker.h contracts 3 and 4)", STAGE02_RESCUE_MS);
     cr_assert_lt(cpu, STAGE02_WAIT_CPU_NS,
                  "the thread in parker_park() used %.1f ms of CPU in 50 ms while it waited: "
                  "parking must sleep, not spin", (double)cpu / 1e6);
@@ -190,7 +190,7 @@ LAB_TEST(parker, unpark_wakes_parked_thread, 10)
     returned = bg_park_finish(&b, STAGE02_RESCUE_MS);
     cr_assert(returned && b.result,
               "a thread in parker_park_timeout(p, 10 s) was not woken by parker_unpark() from "
-              "another thread (or returned false: the token must be reported as taken)");
+              "another thread (or returned false: the token must be reported as taken; parker.h contracts 4 and 6)");
     parker_release(p);
 }
 
@@ -293,7 +293,7 @@ LAB_TEST(parker_waker, wake_from_other_thread, 10)
     cr_assert(woken, "a waker_wake() from another thread did not unpark the parked thread");
     cr_assert_eq(c.allocs, c.frees,
                  "a parker woken through its waker from another thread: %llu allocations, %llu "
-                 "frees; the woken waker's reference was not given back",
+                 "frees; the woken waker's reference was not given back (parker.h contract 7)",
                  (unsigned long long)c.allocs, (unsigned long long)c.frees);
 }
 
@@ -312,7 +312,8 @@ LAB_TEST(parker_driver, park_unpark_now, 10)
     cr_assert_not(driver_park(d, (int64_t)(20 * MS_NS)), "driver_park(d, 20 ms) returned true "
                   "with no unpark");
     uint64_t waited = monotonic_ns() - t0;
-    cr_assert_geq(waited, 19 * MS_NS, "driver_park(d, 20 ms) came back after %.1f ms: early",
+    cr_assert_geq(waited, 19 * MS_NS, "driver_park(d, 20 ms) came back after %.1f ms: early (a timed park never returns "
+                  "before its timeout without the token: parker.h contracts 6 and 8)",
                   (double)waited / 1e6);
 
     uint64_t before = driver_monotonic_ns();
