@@ -28,7 +28,8 @@ def cited(clause):
             word = re.search(r"\b(contract|rule)s?\b", part)
             if word:
                 tail = part[word.end():]
-                out |= {(header, n) for n in re.findall(r"\b(\d+)\b", tail)}
+                for a, b in re.findall(r"\b(\d+)(?:-(\d+))?\b", tail):   # "rules 1-4": 1, 2, 3 and 4
+                    out |= {(header, str(n)) for n in range(int(a), int(b or a) + 1)}
             elif h:
                 out.add((header, None))
     return out

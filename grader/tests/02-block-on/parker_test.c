@@ -188,9 +188,15 @@ LAB_TEST(parker, unpark_wakes_parked_thread, 10)
     lab_sleep_ms(20);
     parker_unpark(p);
     returned = bg_park_finish(&b, STAGE02_RESCUE_MS);
-    cr_assert(returned && b.result,
-              "a thread in parker_park_timeout(p, 10 s) was not woken by parker_unpark() from "
-              "another thread (or returned false: the token must be reported as taken; parker.h contracts 4 and 6)");
+    cr_assert(returned, "a thread in parker_park_timeout(p, 10 s) was not woken by parker_unpark() from "
+              "another thread (parker.h contracts 3 and 4)");
+    /* false before the unpark even came: the timed park itself is wrong, not the unpark */
+    cr_assert(b.result || b.elapsed_ns >= 19 * MS_NS,
+              "parker_park_timeout(p, 10 s) returned false after %.1f ms, before the unpark came (at 20 ms) "
+              "and long before its timeout: a timed park that gives up early (is its deadline read on the "
+              "condition variable's clock? parker.h contract 6)", (double)b.elapsed_ns / 1e6);
+    cr_assert(b.result, "parker_park_timeout(p, 10 s), unparked from another thread after 20 ms, returned false: "
+              "a park that took the token must report it (parker.h contracts 4 and 6)");
     parker_release(p);
 }
 
@@ -286,11 +292,18 @@ LAB_TEST(parker_waker, wake_from_other_thread, 10)
     struct waking_arg a = { .w = parker_waker(p), .delay_ms = 20 };
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, waking_main, &a), 0, "could not start a thread");
+    uint64_t t0 = monotonic_ns();
     bool woken = parker_park_timeout(p, (uint64_t)STAGE02_RESCUE_MS * MS_NS);
+    uint64_t waited = monotonic_ns() - t0;
     pthread_join(t, NULL);
     parker_release(p);
     struct alloc_counts c = alloc_count_stop();
-    cr_assert(woken, "a waker_wake() from another thread did not unpark the parked thread");
+    cr_assert(woken || waited >= 19 * MS_NS,
+              "parker_park_timeout(p, %u ms) returned false after %.1f ms, before the waker was woken (at 20 ms) "
+              "and long before its timeout: a timed park that gives up early (is its deadline read on the "
+              "condition variable's clock? parker.h contract 6)", STAGE02_RESCUE_MS, (double)waited / 1e6);
+    cr_assert(woken, "a waker_wake() from another thread did not unpark the parked thread (a parker waker's wake "
+              "is parker_unpark: parker.h contract 1)");
     cr_assert_eq(c.allocs, c.frees,
                  "a parker woken through its waker from another thread: %llu allocations, %llu "
                  "frees; the woken waker's reference was not given back (parker.h contract 7)",
