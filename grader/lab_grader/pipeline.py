@@ -21,6 +21,7 @@ the verdict of an item is read from results the pipeline already has.
 import concurrent.futures
 import dataclasses
 import json
+import os
 import pathlib
 import secrets
 import threading
@@ -177,17 +178,27 @@ class Pipeline:
 
     def race(self, sp, item):
         """The item's tests `runs` times (once in make check); stops at the
-        first failing run. Returns (runs done, first failing outcome or None)."""
+        first failing run, unless LAB_EVERY_RUN=1 (the self-tests' measure of
+        how often a mutant is caught). Returns (runs done, first failing
+        outcome or None, how many runs failed when every run was made, else
+        None)."""
+        every = os.environ.get("LAB_EVERY_RUN") == "1"
+
         def go():
             tests = sp.item_tests[item.key]
             runs = 1 if self.plan.quick else item.runs
+            first, failing = None, 0
             for k in range(runs):
                 outs = self._lane_run(sp, lanes.LANES["race"], tests,
                                       self.work / sp.stage.name / "race" / item.id / str(k))
                 bad = [o for o in outs.values() if not o.passed]
                 if bad:
-                    return k + 1, bad[0]
-            return runs, None
+                    first, failing = first or (k + 1, bad[0]), failing + 1
+                    if not every:
+                        break
+            if every:
+                return runs, first[1] if first else None, failing
+            return (first[0], first[1], None) if first else (runs, None, None)
         return self.memo.get(("race", item.key), go)
 
     def checked_lane(self, sp, name):
@@ -261,8 +272,8 @@ class Pipeline:
             return verdict.not_built(item, b.error)
         tests = sp.item_tests[item.key]
         if item.lane == "race":
-            done, bad = self.race(sp, item)
-            return verdict.from_race(item, done, 1 if self.plan.quick else item.runs, bad)
+            done, bad, failing = self.race(sp, item)
+            return verdict.from_race(item, done, 1 if self.plan.quick else item.runs, bad, failing)
         if item.lane == "perf":
             if machine.cpus() < 2:
                 return verdict.one_cpu(item)
