@@ -177,29 +177,13 @@ class Pipeline:
         return self.memo.get(("plain", sp.stage.name, tests), go)
 
     def race(self, sp, item):
-        """The item's tests `runs` times (once in make check); stops at the
-        first failing run, unless LAB_EVERY_RUN=1 (the self-tests' measure of
-        how often a mutant is caught). Returns (runs done, first failing
-        outcome or None, how many runs failed when every run was made, else
-        None)."""
-        every = os.environ.get("LAB_EVERY_RUN") == "1"
-
-        def go():
-            tests = sp.item_tests[item.key]
-            runs = 1 if self.plan.quick else item.runs
-            first, failing = None, 0
-            for k in range(runs):
-                outs = self._lane_run(sp, lanes.LANES["race"], tests,
-                                      self.work / sp.stage.name / "race" / item.id / str(k))
-                bad = [o for o in outs.values() if not o.passed]
-                if bad:
-                    first, failing = first or (k + 1, bad[0]), failing + 1
-                    if not every:
-                        break
-            if every:
-                return runs, first[1] if first else None, failing
-            return (first[0], first[1], None) if first else (runs, None, None)
-        return self.memo.get(("race", item.key), go)
+        """The item's tests `runs` times (once in make check): lanes.repeat."""
+        def once(k):
+            outs = self._lane_run(sp, lanes.LANES["race"], sp.item_tests[item.key],
+                                  self.work / sp.stage.name / "race" / item.id / str(k))
+            return next((o for o in outs.values() if not o.passed), None)
+        runs = 1 if self.plan.quick else item.runs
+        return self.memo.get(("race", item.key), lambda: lanes.repeat(once, runs, os.environ.get("LAB_EVERY_RUN") == "1"))
 
     def checked_lane(self, sp, name):
         """The Valgrind or TSan lane. A test that already timed out (or hit a
