@@ -84,7 +84,7 @@ TOOL = {"valgrind": "Valgrind", "tsan": "ThreadSanitizer"}
 
 def repeat(once, runs, every=False):
     """A race item's runs: once(k) is run k's first failing outcome or None.
-    Stops at the first failing run, unless `every` (LAB_EVERY_RUN=1, the
+    Stops at the first failing run, unless `every` (LAB_RACE_RUNS=n, the
     self-tests' measure of how often a mutant is caught). Returns (runs
     done, first failing outcome or None, how many runs failed when every run
     was made, else None)."""

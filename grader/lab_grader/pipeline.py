@@ -21,12 +21,11 @@ the verdict of an item is read from results the pipeline already has.
 import concurrent.futures
 import dataclasses
 import json
-import os
 import pathlib
 import secrets
 import threading
 
-from . import assemble, build, calibrate, integrity, lanes, machine, plan, verdict
+from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, verdict
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
 from .tree_lock import TreeLock
 from .waiting import Memo, spawn
@@ -182,8 +181,9 @@ class Pipeline:
             outs = self._lane_run(sp, lanes.LANES["race"], sp.item_tests[item.key],
                                   self.work / sp.stage.name / "race" / item.id / str(k))
             return next((o for o in outs.values() if not o.passed), None)
-        runs = 1 if self.plan.quick else item.runs
-        return self.memo.get(("race", item.key), lambda: lanes.repeat(once, runs, os.environ.get("LAB_EVERY_RUN") == "1"))
+        every = intake.race_runs(self.root)   # the self-tests' count of how often a mutant is caught
+        runs = every or (1 if self.plan.quick else item.runs)
+        return self.memo.get(("race", item.key), lambda: lanes.repeat(once, runs, every=bool(every)))
 
     def checked_lane(self, sp, name):
         """The Valgrind or TSan lane. A test that already timed out (or hit a

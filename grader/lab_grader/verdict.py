@@ -33,14 +33,14 @@ def from_outcomes(item, outcomes):
 def from_race(item, done, runs, bad, failing=None):
     """A race item: `done` runs made of `runs`, stopped at the first failing
     one (bad: its outcome, or None), or, with `failing`, every run made
-    (LAB_EVERY_RUN=1) and that many failed."""
+    (LAB_RACE_RUNS=n) and that many failed."""
     if bad is None:
         return ItemResult(item, Status.PASSED, item.points, f"passed {done} of {done} runs")
     r = from_outcomes(item, [bad])
     if bad.verdict == Verdict.NOT_STARTED:   # a function not written yet fails every run alike
         return r
     r.summary = (f"failed on run {done} of {runs}: {r.summary}" if failing is None else
-                 f"failed {failing} of {runs} runs: {r.summary}")
+                 f"failed {failing} of {done} runs: {r.summary}")
     return r
 
 
