@@ -33,11 +33,12 @@ class Graded:
         return self.results.get("score", 0)
 
 
-def grade(tmp_path, target, stage=None, items=None, extra=(), timeout=1200, env=None):
-    """Runs `make grade` exactly as a user would (env: variables added to
-    the environment); returns what it printed and the Gradescope results."""
+def grade(tmp_path, target, stage=None, items=None, extra=(), timeout=1200, env=None, command="grade"):
+    """Runs `make grade` (or command="check": the quick pass) exactly as a
+    user would (env: variables added to the environment); returns what it
+    printed and the Gradescope results."""
     results = tmp_path / f"results-{time.monotonic_ns()}.json"
-    cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), "grade", f"TARGET={target}",
+    cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), command, f"TARGET={target}",
            f"RESULTS={results}"]
     if stage:
         cmd.append(f"STAGE={stage}")
