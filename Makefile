@@ -9,8 +9,8 @@
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
 #   make debug STAGE=1 TEST=s/name   one test in gdb, built at -O0, in one process (GDB=0: without gdb)
-#   (in a stage folder, e.g. labs/01-signal: make grade, check, watch, debug TEST=.., hint ITEM=..
-#    take that stage of that tree)
+#   (in a stage folder, e.g. labs/01-signal: make grade, check, watch, debug TEST=.., hint ITEM=..,
+#    trace take that stage of that tree; trace writes trace.json in that folder)
 #   make compile_commands.json       for clangd: every file with the grader's flags
 #   make hint STAGE=1 ITEM=latest-waker   the next hint for one rubric item (RESET=1: start over;
 #                                    without ITEM: the stage's items and the hints seen)
@@ -45,6 +45,8 @@ ifneq ($(STAGE_FOLDER),)
 STAGE ?= $(notdir $(STAGE_FOLDER))
 TARGET ?= $(patsubst %/,%,$(dir $(STAGE_FOLDER)))
 endif
+# The folder's own stage: then the commands a tool suggests need no STAGE=.
+HERE = $(if $(STAGE_FOLDER),$(filter $(notdir $(STAGE_FOLDER)),$(STAGE)))
 
 TARGET ?= labs
 STAGE ?=
@@ -122,7 +124,8 @@ deps:
 # reached is kept in .hints. Needs Python only, so no deps.
 hint:
 	$(call CHECK,hint --stage="$(STAGE)" --item="$(ITEM)")
-	@$(or $(PY),python3) $(ROOT)/grader/tools.py hint --stage "$(STAGE)" --item "$(ITEM)" $(if $(RESET),--reset)
+	@$(or $(PY),python3) $(ROOT)/grader/tools.py hint --stage "$(STAGE)" --item "$(ITEM)" $(if $(RESET),--reset) \
+	    $(if $(HERE),--in-stage-folder)
 
 # The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
 trace:
@@ -132,6 +135,7 @@ trace:
 
 clean:
 	cd "$(ROOT)" && rm -rf build examples/06-reactor/build examples/07-work-stealing/build trace.json trace.png compile_commands.json
+	$(if $(STAGE_FOLDER),rm -f "$(CURDIR)/trace.json" "$(CURDIR)/trace.png")
 
 #+instructors
 .PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench docs docs-serve

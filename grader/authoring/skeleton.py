@@ -15,8 +15,8 @@ labs/ (answer keys stay with the solutions).
 
 Every stage folder, in labs/ and in solutions/, gets the same small Makefile
 (STAGE_MAKEFILE below, written by --write, checked by --check): `make grade`,
-`make check`, `make watch`, `make debug TEST=..`, `make hint ITEM=..` typed
-there grade that stage of that tree through the lab's own Makefile, which
+`make check`, `make watch`, `make debug TEST=..`, `make hint ITEM=..`, `make
+trace` typed there work on that stage of that tree through the lab's own Makefile, which
 infers STAGE and TARGET from the folder. The grader never takes it in (it
 compiles a stage's .c and .h files only).
 
@@ -39,7 +39,7 @@ END = re.compile(r"^[ \t]*/\* END STUDENT \*/\s*$")
 
 
 STAGE_MAKEFILE = """\
-# make grade, check, watch, debug TEST=suite/name, hint ITEM=id: typed here, they
+# make grade, check, watch, debug TEST=suite/name, hint ITEM=id, trace: typed here, they
 # work on this stage of this tree, through the lab's Makefile (written by make labs)
 LAB_ROOT := $(or $(LAB_ROOT),$(dir $(lastword $(MAKEFILE_LIST)))../..)
 $(if $(wildcard $(LAB_ROOT)/grader/grade),,$(error no lab in $(abspath $(LAB_ROOT)), two folders up: make grade LAB_ROOT=/path/to/the/lab))
