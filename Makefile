@@ -26,6 +26,7 @@
 #   make grade RESULTS=r.json UNJUDGED=omit   an item not judged counts 0 of 0 (default: 0 of its points)
 #   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
 #   make test                        the project's own tests
+#   make checkpoints                 grade every chapter checkpoint on a tree with only its steps written (~1 min)
 #   make labs                        regenerate labs/ from solutions/
 #   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
@@ -138,7 +139,7 @@ clean:
 	$(if $(STAGE_FOLDER),rm -f "$(CURDIR)/trace.json" "$(CURDIR)/trace.png")
 
 #+instructors
-.PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench docs docs-serve
+.PHONY: grade-class test checkpoints labs labs-check quotes quotes-check handout autograder deps-test bench docs docs-serve
 
 grade-class: deps
 	$(call CHECK,grade-class --submissions="$(SUBMISSIONS)" --stage="$(STAGE)" --items="$(ITEMS)" --jobs="$(JOBS)" --hidden="$(HIDDEN)")
@@ -148,6 +149,13 @@ grade-class: deps
 test: deps-test labs-check quotes-check
 	@$(NEED_PY)
 	@cd "$(ROOT)" && $(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
+
+# Not part of test (a minute of gradings): the chapters' "A good order:" steps
+# (grader/authoring/steps.py), each checkpoint graded with only its steps written.
+checkpoints: deps-test
+	@$(NEED_PY)
+	@cd "$(ROOT)" && LAB_CHECKPOINTS=1 $(PY) -m pytest -p no:cacheprovider -q --no-header -rfE \
+	    grader/selftest/test_checkpoints.py -n 2
 
 labs:
 	@python3 $(ROOT)/grader/authoring/skeleton.py --write

@@ -14,7 +14,12 @@ step fills in, each by what holds it: a function's name, or `struct name` for
 a struct's fields; "-" for none (a step that finishes a function an earlier
 step began). checkpoint: the rubric items that pass once steps 1 to this one
 are written, the same items the step's text names in its ITEMS=, or "all"
-(the whole stage); a step without one has no checkpoint.
+(the whole stage); a step without one has no checkpoint. not yet: what the
+functions written so far still leave out at this checkpoint ("park_until
+without a deadline"), each as the mutant of that name has it
+(grader/mutants/NN-name/<name>.patch): the checkpoint passes with them applied.
+
+    <!-- step 2 writes: parker_unpark, park_until; checkpoint: token, one-token; not yet: park-ignores-timeout -->
 """
 import dataclasses
 import pathlib
@@ -24,7 +29,7 @@ import skeleton
 
 ROOT = skeleton.ROOT
 STEP = re.compile(r"^[ \t]*<!-- step (?P<number>\d+) writes: (?P<writes>.*?)"
-                  r"(?:; checkpoint: (?P<checkpoint>.*?))? -->[ \t]*$", re.M)
+                  r"(?:; checkpoint: (?P<checkpoint>.*?))?(?:; not yet: (?P<not_yet>.*?))? -->[ \t]*$", re.M)
 ITEMS = re.compile(r"ITEMS=([\w,-]+)")
 
 
@@ -33,6 +38,7 @@ class Step:
     number: int
     writes: list
     checkpoint: list      # item ids; ["all"]: the whole stage; []: none
+    not_yet: list         # mutant names: what the checkpoint's code still leaves out
     text: str             # what the reader sees of the step
     line: int
 
@@ -47,7 +53,7 @@ def steps(chapter):
     out, begin = [], 0
     for m in STEP.finditer(text):
         out.append(Step(int(m.group("number")), _names(m.group("writes")), _names(m.group("checkpoint") or ""),
-                        text[begin:m.start()], text.count("\n", 0, m.start()) + 1))
+                        _names(m.group("not_yet") or ""), text[begin:m.start()], text.count("\n", 0, m.start()) + 1))
         begin = m.end()
     return out
 
@@ -72,7 +78,7 @@ def written_by(stage_steps, number):
     return {w for s in stage_steps if s.number <= number for w in s.writes}
 
 
-def partial_stage(stage, written, dest):
+def partial_stage(stage, written, dest, source=ROOT / "solutions"):
     """Writes into dest/<stage> the skeleton of one stage with the regions in
-    `written` filled in from the reference."""
-    skeleton.generate(ROOT / "solutions", dest, only=[stage], written=set(written))
+    `written` filled in from `source` (a copy of solutions/, a mutant)."""
+    skeleton.generate(source, dest, only=[stage], written=set(written))

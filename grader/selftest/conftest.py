@@ -103,8 +103,16 @@ MUTANT_ENV = {"LAB_GIVEN_FROM_TARGET": "1"}
 
 def apply_mutant(m, dest):
     """A copy of solutions/ with the mutant's patch applied."""
+    return apply_mutants([m], dest)
+
+
+def apply_mutants(ms, dest):
+    """A copy of solutions/ with the mutants' patches applied, in turn."""
     shutil.copytree(ROOT / "solutions", dest)
-    proc = subprocess.run(["patch", "-p1", "--batch", "--no-backup-if-mismatch", "-i", str(m.path)],
-                          cwd=dest, capture_output=True, text=True)
-    assert proc.returncode == 0, f"mutant {m.path.name} does not apply to solutions/:\n{proc.stdout}{proc.stderr}"
+    for m in ms:
+        proc = subprocess.run(["patch", "-p1", "--batch", "--no-backup-if-mismatch", "-i", str(m.path)],
+                              cwd=dest, capture_output=True, text=True)
+        assert proc.returncode == 0, (f"mutant {m.path.name} does not apply to solutions/"
+                                      f"{' with ' + ', '.join(o.name for o in ms[:ms.index(m)]) if ms.index(m) else ''}:"
+                                      f"\n{proc.stdout}{proc.stderr}")
     return dest

@@ -2,8 +2,9 @@
 steps written: what each step writes and checks is stated under it
 (grader/authoring/steps.py); the statement names real regions, each once,
 and the items the step's text runs; and a tree with the regions of steps 1
-to k from solutions/, the rest as the skeleton has them, passes step k's
-items under `make check`.
+to k from solutions/ (with the step's "not yet" mutants applied: what its
+functions still leave out), the rest as the skeleton has them, passes step
+k's items under `make check`.
 
 The gradings take minutes (a stage's files compile anew for each step), so
 make test runs only the statement's checks; `make checkpoints` runs the
@@ -15,14 +16,16 @@ import sys
 
 import pytest
 
-from conftest import GRADER, ROOT, grade, stages
+from conftest import GRADER, MUTANT_ENV, ROOT, apply_mutants, grade, mutants, stages
 
 sys.path.insert(0, str(GRADER / "authoring"))
 import steps  # noqa: E402
 
 STAGES = [s for s in stages() if steps.steps(ROOT / s.chapter)]
 CHECKPOINTS = [(s, st) for s in STAGES for st in steps.steps(ROOT / s.chapter)
-               if st.checkpoint and steps.written_by(steps.steps(ROOT / s.chapter), st.number) != set(steps.owners(s.name))]
+               if st.checkpoint and (st.not_yet or steps.written_by(steps.steps(ROOT / s.chapter), st.number)
+                                     != set(steps.owners(s.name)))]   # else the tree is solutions/
+MUTANTS = {(m.stage, m.name): m for m in mutants()}
 TODO = re.compile(r"not started: \S+?:\d+:? (\w+)\(\)")
 
 
@@ -50,6 +53,9 @@ def test_steps_state_what_they_write(stage):
         assert not bad, f"{where(st)}: the checkpoint names items {stage.name} does not have: {bad}"
         assert steps.shown_items(st) == st.checkpoint, \
             f"{where(st)}: the text runs ITEMS={','.join(steps.shown_items(st))}, the statement says {st.checkpoint}"
+        missing = [n for n in st.not_yet if (stage.name, n) not in MUTANTS]
+        assert not missing, f"{where(st)}: 'not yet' names no mutant of grader/mutants/{stage.name}/: {missing}"
+        assert st.checkpoint or not st.not_yet, f"{where(st)}: 'not yet' without a checkpoint"
 
 
 def test_partial_stage_keeps_only_the_steps_regions(tmp_path):
@@ -68,11 +74,12 @@ def test_partial_stage_keeps_only_the_steps_regions(tmp_path):
 @pytest.mark.parametrize("stage,step", CHECKPOINTS, ids=[f"{s.name}/step-{st.number}" for s, st in CHECKPOINTS])
 def test_checkpoint_is_reachable(stage, step, tmp_path):
     all_steps = steps.steps(ROOT / stage.chapter)
-    tree = tmp_path / "tree"
-    shutil.copytree(ROOT / "solutions", tree)   # the stages before: the reference
-    shutil.rmtree(tree / stage.name)
-    steps.partial_stage(stage.name, steps.written_by(all_steps, step.number), tree)
-    g = grade(tmp_path, tree, stage=stage.name, items=step.checkpoint, command="check")
+    tree = apply_mutants([MUTANTS[(stage.name, n)] for n in step.not_yet], tmp_path / "tree")
+    steps.partial_stage(stage.name, steps.written_by(all_steps, step.number), tmp_path / "partial", tree)
+    shutil.rmtree(tree / stage.name)   # the stages before stay the reference
+    shutil.copytree(tmp_path / "partial" / stage.name, tree / stage.name)
+    g = grade(tmp_path, tree, stage=stage.name, items=step.checkpoint, command="check",
+              env=MUTANT_ENV if step.not_yet else None)
     later = {w: st.number for st in all_steps for w in st.writes}
     failed = []
     for item in step.checkpoint:
@@ -81,5 +88,6 @@ def test_checkpoint_is_reachable(stage, step, tmp_path):
             blocked = sorted({f"{f}() of step {later.get(f, '?')}" for f in TODO.findall(t["output"])})
             failed.append(f"{item}: " + (f"not started, needs {', '.join(blocked)}" if blocked
                                          else t["output"][:600]))
+    yet = f" (not yet: {', '.join(step.not_yet)})" if step.not_yet else ""
     assert not failed, (f"{stage.chapter}:{step.line}: step {step.number}'s checkpoint is not reachable "
-                        f"with steps 1-{step.number} written:\n  " + "\n  ".join(failed))
+                        f"with steps 1-{step.number} written{yet}:\n  " + "\n  ".join(failed))
