@@ -19,7 +19,10 @@ functions written so far still leave out at this checkpoint ("park_until
 without a deadline"), each as the mutant of that name has it
 (grader/mutants/NN-name/<name>.patch): the checkpoint passes with them applied.
 
-    <!-- step 2 writes: parker_unpark, park_until; checkpoint: token, one-token; not yet: park-ignores-timeout -->
+    <!-- step 2 writes: parker_unpark, park_until; checkpoint: token, one-token;
+         not yet: park-ignores-timeout -->
+
+A comment may run over several lines; its fields are separated by ";".
 """
 import dataclasses
 import pathlib
@@ -28,8 +31,8 @@ import re
 import skeleton
 
 ROOT = skeleton.ROOT
-STEP = re.compile(r"^[ \t]*<!-- step (?P<number>\d+) writes: (?P<writes>.*?)"
-                  r"(?:; checkpoint: (?P<checkpoint>.*?))?(?:; not yet: (?P<not_yet>.*?))? -->[ \t]*$", re.M)
+STEP = re.compile(r"^[ \t]*<!-- step (?P<number>\d+) (?P<body>.*?) -->[ \t]*$", re.M | re.S)
+FIELDS = ("writes", "checkpoint", "not yet")
 ITEMS = re.compile(r"ITEMS=([\w,-]+)")
 
 
@@ -43,17 +46,33 @@ class Step:
     line: int
 
 
+class StepError(Exception):
+    pass
+
+
 def _names(text):
-    return [] if text.strip() in ("", "-") else [w.strip() for w in text.split(",")]
+    return [] if text.strip() in ("", "-") else [" ".join(w.split()) for w in text.split(",")]
 
 
 def steps(chapter):
-    """The steps a chapter (a path) states, in order."""
+    """The steps a chapter (a path) states, in order. A comment may run over
+    several lines; its fields are separated by ";"."""
     text = pathlib.Path(chapter).read_text()
     out, begin = [], 0
     for m in STEP.finditer(text):
-        out.append(Step(int(m.group("number")), _names(m.group("writes")), _names(m.group("checkpoint") or ""),
-                        _names(m.group("not_yet") or ""), text[begin:m.start()], text.count("\n", 0, m.start()) + 1))
+        line = text.count("\n", 0, m.start()) + 1
+        fields = {}
+        for part in m.group("body").split(";"):
+            key, sep, value = part.partition(":")
+            key = " ".join(key.split())
+            if not sep or key not in FIELDS or key in fields:
+                raise StepError(f"{chapter}:{line}: '{' '.join(part.split())}' is not one of "
+                                f"{', '.join(f + ': ..' for f in FIELDS)} (each once, separated by ';')")
+            fields[key] = _names(value)
+        if "writes" not in fields:
+            raise StepError(f"{chapter}:{line}: step {m.group('number')} says nothing it writes (writes: -)")
+        out.append(Step(int(m.group("number")), fields["writes"], fields.get("checkpoint", []),
+                        fields.get("not yet", []), text[begin:m.start()], line))
         begin = m.end()
     return out
 

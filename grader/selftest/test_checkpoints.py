@@ -58,6 +58,27 @@ def test_steps_state_what_they_write(stage):
         assert st.checkpoint or not st.not_yet, f"{where(st)}: 'not yet' without a checkpoint"
 
 
+@pytest.mark.parametrize("comment,error", [
+    ("<!-- step 1 write: f -->", "'write: f' is not one of writes: .., checkpoint: .., not yet: .."),
+    ("<!-- step 1 writes: f; writes: g -->", "(each once, separated by ';')"),
+    ("<!-- step 1 checkpoint: a -->", "step 1 says nothing it writes (writes: -)"),
+])
+def test_a_bad_step_comment_is_one_line(comment, error, tmp_path):
+    chapter = tmp_path / "ch.md"
+    chapter.write_text(f"A good order:\n\n1. Write f.\n   {comment}\n")
+    with pytest.raises(steps.StepError) as e:
+        steps.steps(chapter)
+    assert str(e.value).startswith(f"{chapter}:4: ") and error in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_step_comment_may_run_over_lines(tmp_path):
+    chapter = tmp_path / "ch.md"
+    chapter.write_text("1. Write f and g. `ITEMS=a`\n   <!-- step 1 writes: f,\n        struct\n        g;\n"
+                       "        checkpoint: a; not\n        yet: m -->\n")
+    (st,) = steps.steps(chapter)
+    assert (st.writes, st.checkpoint, st.not_yet, steps.shown_items(st)) == (["f", "struct g"], ["a"], ["m"], ["a"])
+
+
 def test_partial_stage_keeps_only_the_steps_regions(tmp_path):
     """The tree of a step: its regions as in solutions/, the others stubs."""
     s, st = CHECKPOINTS[0]
