@@ -6,9 +6,10 @@ to k from solutions/ (with the step's "not yet" mutants applied: what its
 functions still leave out), the rest as the skeleton has them, passes step
 k's items under `make check`.
 
-The gradings take minutes (a stage's files compile anew for each step), so
-make test runs only the statement's checks; `make checkpoints` runs the
-gradings too (LAB_CHECKPOINTS=1)."""
+The gradings take about a minute on two cores (a stage's files compile anew
+for each step; 25-40 s once compiled), so make test runs only the
+statement's checks; `make checkpoints` runs the gradings too
+(LAB_CHECKPOINTS=1)."""
 import os
 import re
 import shutil
