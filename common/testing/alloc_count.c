@@ -5,7 +5,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include "harness.h"
 #include "measure.h"
+
+/* Weak: the benchmarks link this counter without the harness, and then
+ * nobody records the sites. */
+#pragma weak lab_record_sites
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t k, size_t n);
@@ -20,11 +25,95 @@ static atomic_bool counting;
 static atomic_uint_fast64_t allocs, frees;
 static atomic_uint_fast64_t fail_from = UINT64_MAX; /* allocations from this count on fail */
 
-static void count_alloc(void *p)
+/* Where each block allocated while counting came from, so that a test whose
+ * frees fall short can say which allocation leaked (a task? an output?):
+ * an open-addressed table keyed by the block's address, holding the
+ * address the allocation returned to. A slot's key is 0 (never used),
+ * FREED (reusable) or a block; a thread claims a slot with a CAS on its key.
+ * Relaxed throughout, like the counters: the table is read after the
+ * measured code was joined. A block that finds no slot within PROBES is
+ * simply not tracked (it is still counted). */
+#define LIVE_SLOTS 16384u
+#define PROBES 64u
+#define FREED ((uintptr_t)1)
+static atomic_uintptr_t live_key[LIVE_SLOTS];
+static atomic_uintptr_t live_site[LIVE_SLOTS];
+
+static unsigned slot_of(uintptr_t p)
 {
-    if (p && atomic_load_explicit(&counting, memory_order_relaxed))
-        atomic_fetch_add_explicit(&allocs, 1, memory_order_relaxed);
+    return (unsigned)(((p >> 4) * 0x9E3779B97F4A7C15ull) >> 50); /* 14 bits: LIVE_SLOTS */
 }
+
+static void track(void *p, void *site)
+{
+    for (unsigned i = 0, s = slot_of((uintptr_t)p); i < PROBES; i++, s = (s + 1) % LIVE_SLOTS) {
+        uintptr_t k = atomic_load_explicit(&live_key[s], memory_order_relaxed);
+        if ((k == 0 || k == FREED) &&
+            atomic_compare_exchange_strong_explicit(&live_key[s], &k, (uintptr_t)p, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            atomic_store_explicit(&live_site[s], (uintptr_t)site, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
+static void untrack(void *p)
+{
+    for (unsigned i = 0, s = slot_of((uintptr_t)p); i < PROBES; i++, s = (s + 1) % LIVE_SLOTS) {
+        uintptr_t k = atomic_load_explicit(&live_key[s], memory_order_relaxed);
+        if (k == 0)
+            return; /* allocated before counting began, or not tracked */
+        if (k == (uintptr_t)p) {
+            atomic_store_explicit(&live_key[s], FREED, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
+/* Records the allocation sites of the tracked blocks still live, most
+ * frequent first (at most 8 sites). */
+static void record_live_sites(void)
+{
+    void *sites[8];
+    unsigned counts[8];
+    int n = 0;
+    for (unsigned s = 0; s < LIVE_SLOTS; s++) {
+        uintptr_t k = atomic_load_explicit(&live_key[s], memory_order_relaxed);
+        if (k == 0 || k == FREED)
+            continue;
+        void *site = (void *)atomic_load_explicit(&live_site[s], memory_order_relaxed);
+        int j = 0;
+        while (j < n && sites[j] != site)
+            j++;
+        if (j == n) {
+            if (n == 8)
+                continue;
+            sites[n] = site;
+            counts[n++] = 0;
+        }
+        counts[j]++;
+    }
+    for (int a = 1; a < n; a++) /* insertion sort, by count, largest first */
+        for (int b = a; b > 0 && counts[b] > counts[b - 1]; b--) {
+            unsigned c = counts[b];
+            counts[b] = counts[b - 1];
+            counts[b - 1] = c;
+            void *t = sites[b];
+            sites[b] = sites[b - 1];
+            sites[b - 1] = t;
+        }
+    if (n > 0 && lab_record_sites)
+        lab_record_sites("leak", sites, counts, n);
+}
+
+static void count_alloc_from(void *p, void *site)
+{
+    if (p && atomic_load_explicit(&counting, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&allocs, 1, memory_order_relaxed);
+        track(p, site);
+    }
+}
+#define count_alloc(p) count_alloc_from((p), __builtin_return_address(0))
 
 /* Should this allocation fail? Only while counting, so the harness and
  * Criterion never see an injected failure. */
@@ -74,8 +163,10 @@ int __wrap_posix_memalign(void **out, size_t a, size_t n)
 
 void __wrap_free(void *p)
 {
-    if (p && atomic_load_explicit(&counting, memory_order_relaxed))
+    if (p && atomic_load_explicit(&counting, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&frees, 1, memory_order_relaxed);
+        untrack(p);
+    }
     __real_free(p);
 }
 
@@ -84,15 +175,22 @@ void *__wrap_realloc(void *p, size_t n)
     if (n > 0 && inject_failure())
         return NULL; /* like a real failed realloc: p is untouched */
     void *q = __real_realloc(p, n);
-    if (!p)
+    if (!p) {
         count_alloc(q);
-    else if (n == 0 && atomic_load_explicit(&counting, memory_order_relaxed))
+    } else if (n == 0 && atomic_load_explicit(&counting, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&frees, 1, memory_order_relaxed);
+        untrack(p);
+    } else if (q != p && q && atomic_load_explicit(&counting, memory_order_relaxed)) {
+        untrack(p); /* moved: the block lives on at q, from the same site if it was tracked */
+        track(q, __builtin_return_address(0));
+    }
     return q;
 }
 
 void alloc_count_start(void)
 {
+    for (unsigned s = 0; s < LIVE_SLOTS; s++)
+        atomic_store_explicit(&live_key[s], 0, memory_order_relaxed);
     atomic_store_explicit(&allocs, 0, memory_order_relaxed);
     atomic_store_explicit(&frees, 0, memory_order_relaxed);
     atomic_store_explicit(&counting, true, memory_order_relaxed);
@@ -115,8 +213,11 @@ struct alloc_counts alloc_count_stop(void)
 {
     atomic_store_explicit(&counting, false, memory_order_relaxed);
     atomic_store_explicit(&fail_from, UINT64_MAX, memory_order_relaxed);
-    return (struct alloc_counts){
+    struct alloc_counts c = {
         .allocs = atomic_load_explicit(&allocs, memory_order_relaxed),
         .frees = atomic_load_explicit(&frees, memory_order_relaxed),
     };
+    if (c.allocs > c.frees)
+        record_live_sites(); /* for the report, if the test then fails on the counts */
+    return c;
 }

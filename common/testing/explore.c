@@ -631,6 +631,7 @@ struct explore_waker {
     const char *label;
     pthread_mutex_t lock; /* protects the counts (a real mutex: no point of its own) */
     unsigned wakes;
+    unsigned drops; /* references dropped without a wake */
     long live;
 };
 
@@ -640,6 +641,7 @@ static void explore_count(struct explore_waker *ew, int wake, long live)
 {
     __real_pthread_mutex_lock(&ew->lock);
     ew->wakes += (unsigned)wake;
+    ew->drops += wake == 0 && live < 0;
     ew->live += live;
     __real_pthread_mutex_unlock(&ew->lock);
 }
@@ -698,17 +700,19 @@ struct explore_waker *explore_waker_new(const char *label)
 
 struct waker explore_waker_get(struct explore_waker *ew) { return (struct waker){ .data = ew, .vtable = &explore_vtable }; }
 
-/* wakes (whether) or live references */
-static long explore_read(struct explore_waker *ew, bool wakes)
+enum explore_count_kind { COUNT_WAKES, COUNT_DROPS, COUNT_LIVE };
+
+static long explore_read(struct explore_waker *ew, enum explore_count_kind kind)
 {
     __real_pthread_mutex_lock(&ew->lock);
-    long v = wakes ? (long)ew->wakes : ew->live;
+    long v = kind == COUNT_WAKES ? (long)ew->wakes : kind == COUNT_DROPS ? (long)ew->drops : ew->live;
     __real_pthread_mutex_unlock(&ew->lock);
     return v;
 }
 
-unsigned explore_waker_woken(struct explore_waker *ew) { return (unsigned)explore_read(ew, true); }
-long explore_waker_live(struct explore_waker *ew) { return explore_read(ew, false); }
+unsigned explore_waker_woken(struct explore_waker *ew) { return (unsigned)explore_read(ew, COUNT_WAKES); }
+unsigned explore_waker_dropped(struct explore_waker *ew) { return (unsigned)explore_read(ew, COUNT_DROPS); }
+long explore_waker_live(struct explore_waker *ew) { return explore_read(ew, COUNT_LIVE); }
 
 void explore_waker_free(struct explore_waker *ew)
 {

@@ -95,6 +95,7 @@ struct explore_waker;
 struct explore_waker *explore_waker_new(const char *label);
 struct waker explore_waker_get(struct explore_waker *ew);
 unsigned explore_waker_woken(struct explore_waker *ew);  /* wakes + wake_by_refs */
+unsigned explore_waker_dropped(struct explore_waker *ew); /* references dropped without a wake */
 long explore_waker_live(struct explore_waker *ew);       /* references alive, the test's included */
 void explore_waker_free(struct explore_waker *ew);
 

@@ -60,6 +60,21 @@ static void write_backtrace(const char *why)
     (void)ignored;
 }
 
+void lab_record_sites(const char *why, void *const *sites, const unsigned *counts, int n)
+{
+    char head[160];
+    int len = snprintf(head, sizeof head, "BT-BEGIN %d %ld %s\n", (int)getpid(), (long)syscall(SYS_gettid), why);
+    ssize_t ignored = write(record_fd, head, (size_t)len);
+    backtrace_symbols_fd((void *const *)sites, n, record_fd);
+    ignored = write(record_fd, "BT-END\n", 7);
+    (void)ignored;
+    char line[256];
+    len = snprintf(line, sizeof line, "COUNTS %d %s", (int)getpid(), why);
+    for (int i = 0; i < n && len < (int)sizeof line - 12; i++)
+        len += snprintf(line + len, sizeof line - (size_t)len, " %u", counts[i]);
+    record("%s\n", line);
+}
+
 /* ---- hang dump: the watchdog signals each thread in turn ---------------- */
 
 static atomic_int dump_ack; /* set by the signalled thread once its backtrace is out */

@@ -35,6 +35,10 @@ unsigned lab_scale(unsigned n, unsigned min);
 
 /* A line of measured figures in the record (and on stderr). */
 void lab_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Records code addresses (with a count for each) for the report to name as
+ * 'function at file:line': alloc_count.c's allocation sites of blocks still
+ * live when counting stopped. */
+void lab_record_sites(const char *why, void *const *sites, const unsigned *counts, int n);
 
 /* Writes the UNJUDGED record of lab_cannot_judge (lab_test.h); call that. */
 void lab_unjudged(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -91,6 +91,7 @@ def pytest_collection_finish(session):
         g.start()
     _state["total"] = len(session.items)
     _state["done"] = 0
+    _state["failed"] = []
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     _state["progress"] = tr if (tr is not None and sys.stdout.isatty() and not os.environ.get("NO_PROGRESS")) else None
     _state["ticking"] = threading.Event()
@@ -126,8 +127,12 @@ def _progress(text):
 def _progress_line():
     key, done, total = _state.get("current", ""), _state["done"], _state["total"]
     secs = int(time.monotonic() - _state["start"])
+    failed = _state.get("failed", [])
+    # a failure shows as soon as it is judged: a stage whose other lanes take
+    # minutes (Valgrind on a stalling runtime) names its broken item at once
+    shown = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
     return (f"grading {key}   ({done} of {total} items done, {total - done} left, "
-            f"{secs // 60}:{secs % 60:02d} so far)")
+            f"{secs // 60}:{secs % 60:02d} so far" + (f"; failed so far: {shown}" if failed else "") + ")")
 
 
 def _tick():
@@ -146,6 +151,8 @@ def pytest_runtest_logstart(nodeid, location):
 def pytest_runtest_logreport(report):
     if report.when == "call":
         _state["done"] = _state.get("done", 0) + 1
+        if report.failed:
+            _state.setdefault("failed", []).append(report.nodeid.rsplit("[", 1)[-1].rstrip("]").split("/")[-1])
 
 
 def pytest_report_teststatus(report, config):

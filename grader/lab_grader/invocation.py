@@ -129,6 +129,18 @@ def check_test(given, selected, root, hidden=None, graded=True):
     return name
 
 
+def check_test_in_items(test, items, selected):
+    """TEST= with ITEMS=: the test must be one of those items' tests, or
+    nothing would be graded."""
+    if not test or not items:
+        return
+    chosen = [i for s in selected for i in s.items if i.id in items or i.key in items]
+    if not any(plan.pattern_matches(p, test) for i in chosen for p in i.tests):
+        runs_it = [i.id for s in selected for i in s.items if any(plan.pattern_matches(p, test) for p in i.tests)]
+        raise UsageError(f"TEST={test} is not a test of ITEMS={','.join(items)}: "
+                         f"it belongs to {', '.join(runs_it)} (give one of the two, or both that agree)")
+
+
 @dataclasses.dataclass
 class Grading:
     """The checked options of one grading."""
@@ -149,6 +161,7 @@ def grading(root, *, target, stage="", items="", test="", seed="", budget="", va
     tree = check_target(target, every)
     wanted = check_items([i for i in str(items or "").split(",") if i], selected)
     one = check_test(test, selected, root, hidden)
+    check_test_in_items(one, wanted, selected)
     if seed and not str(seed).isdigit():
         raise UsageError(f"SEED={seed}: a seed is a non-negative integer (the report prints the one to replay)")
     b = check_number("BUDGET", budget, float, 0, "a number of seconds (0: no budget)")

@@ -10,6 +10,9 @@ from . import records
 from .invoke import fork_limit_note, oom_note
 from .outcomes import Outcome, Verdict
 
+# a failure about the allocation counts: the records name the leaked blocks' sites
+LEAK_WORDS = re.compile(r"\ballocations?\b|\bfrees?\b|\bfreed\b|\bleak", re.I)
+
 WHY_SIGNAL = {
     "XFSZ": "the test wrote more than 32 MB (to its output or a file): an endless print loop?",
 }
@@ -64,9 +67,10 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
                 o.details.append("likely cause: a thread was still running when time ran out: a loop that "
                                  "polls or spins instead of parking (or plain slowness)")
             else:
-                o.details.append("likely cause: every thread was asleep: a wake that never came (a lost "
-                                 "wakeup: Pending returned with no waker registered, or the waker was "
-                                 "dropped instead of woken) or a deadlock")
+                # said of every kind of test (a parker's has no future): the
+                # item's hang hint is where a stage names its own mechanism
+                o.details.append("likely cause: every thread was asleep: a wakeup that never came (lost "
+                                 "between a check and a sleep, or dropped instead of delivered) or a deadlock")
         if run and run.threads:
             o.details.append("where each thread was when the watchdog fired:")
             for t in run.threads:
@@ -102,7 +106,20 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
                      "(exit() with a non-zero code inside the code under test?)")
     else:
         o.message = message or "failed"
+    if run and run.leak_frames and LEAK_WORDS.search(o.message):
+        o.details += leak_sites(run, symbolizer)
     return o
+
+
+def leak_sites(run, symbolizer):
+    """Where the blocks a failed allocation count found still live were
+    allocated (alloc_count.c records them when counting stops)."""
+    lines = ["blocks still allocated when the test stopped counting, by where they were allocated:"]
+    counts = run.leak_counts + [0] * len(run.leak_frames)
+    for n, raw in zip(counts, run.leak_frames):
+        where = (symbolizer.frames([raw]) or [raw])[0]   # the innermost: the function that allocated
+        lines.append(f"    {n} block{'s' if n != 1 else ''} from {where}" if n else f"    {where}")
+    return lines
 
 
 # ---- Valgrind ------------------------------------------------------------------

@@ -82,6 +82,24 @@ LANES = {
 TOOL = {"valgrind": "Valgrind", "tsan": "ThreadSanitizer"}
 
 
+def repeat(once, runs, every=False):
+    """A race item's runs: once(k) is run k's first failing outcome or None.
+    Stops at the first failing run, unless `every` (LAB_RACE_RUNS=n, the
+    self-tests' measure of how often a mutant is caught). Returns (runs
+    done, first failing outcome or None, how many runs failed when every run
+    was made, else None)."""
+    first, failing = None, 0
+    for k in range(runs):
+        bad = once(k)
+        if bad is not None:
+            first, failing = first or (k + 1, bad), failing + 1
+            if not every:
+                return k + 1, bad, None
+    if every:
+        return runs, first[1] if first else None, failing
+    return runs, None, None
+
+
 def check(lane, outs, result, run_dir):
     """The lane's checker over a finished run's outcomes."""
     c = lane.checker

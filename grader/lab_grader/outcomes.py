@@ -67,3 +67,4 @@ class ItemResult:
     summary: str = ""         # one line
     outcome: Outcome = None   # the outcome the summary speaks of, when one test decided it
     build_error: object = None   # the build.BuildError that stopped it, when its binary did not build
+    deferred: bool = False       # not judged because make check leaves its lane to make grade

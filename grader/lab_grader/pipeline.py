@@ -25,7 +25,7 @@ import pathlib
 import secrets
 import threading
 
-from . import assemble, build, calibrate, integrity, lanes, machine, plan, verdict
+from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, verdict
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
 from .tree_lock import TreeLock
 from .waiting import Memo, spawn
@@ -176,19 +176,14 @@ class Pipeline:
         return self.memo.get(("plain", sp.stage.name, tests), go)
 
     def race(self, sp, item):
-        """The item's tests `runs` times (once in make check); stops at the
-        first failing run. Returns (runs done, first failing outcome or None)."""
-        def go():
-            tests = sp.item_tests[item.key]
-            runs = 1 if self.plan.quick else item.runs
-            for k in range(runs):
-                outs = self._lane_run(sp, lanes.LANES["race"], tests,
-                                      self.work / sp.stage.name / "race" / item.id / str(k))
-                bad = [o for o in outs.values() if not o.passed]
-                if bad:
-                    return k + 1, bad[0]
-            return runs, None
-        return self.memo.get(("race", item.key), go)
+        """The item's tests `runs` times (once in make check): lanes.repeat."""
+        def once(k):
+            outs = self._lane_run(sp, lanes.LANES["race"], sp.item_tests[item.key],
+                                  self.work / sp.stage.name / "race" / item.id / str(k))
+            return next((o for o in outs.values() if not o.passed), None)
+        every = intake.race_runs(self.root)   # the self-tests' count of how often a mutant is caught
+        runs = every or (1 if self.plan.quick else item.runs)
+        return self.memo.get(("race", item.key), lambda: lanes.repeat(once, runs, every=bool(every)))
 
     def checked_lane(self, sp, name):
         """The Valgrind or TSan lane. A test that already timed out (or hit a
@@ -261,8 +256,8 @@ class Pipeline:
             return verdict.not_built(item, b.error)
         tests = sp.item_tests[item.key]
         if item.lane == "race":
-            done, bad = self.race(sp, item)
-            return verdict.from_race(item, done, 1 if self.plan.quick else item.runs, bad)
+            done, bad, failing = self.race(sp, item)
+            return verdict.from_race(item, done, 1 if self.plan.quick else item.runs, bad, failing)
         if item.lane == "perf":
             if machine.cpus() < 2:
                 return verdict.one_cpu(item)

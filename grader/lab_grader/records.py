@@ -38,6 +38,8 @@ class Run:
     todo: str = ""
     crash: str = ""
     crash_frames: list = dataclasses.field(default_factory=list)
+    leak_frames: list = dataclasses.field(default_factory=list)   # where blocks still live were allocated
+    leak_counts: list = dataclasses.field(default_factory=list)   # how many blocks, per frame
     hang: str = ""
     threads: list = dataclasses.field(default_factory=list)
 
@@ -80,6 +82,8 @@ def parse(text):
         elif tag == "TODO":
             r = run(pid)
             r.todo = r.todo or rest
+        elif tag == "COUNTS" and rest.startswith("leak"):
+            run(pid).leak_counts = [int(c) for c in rest.split()[1:] if c.isdigit()]
         elif tag == "CRASH":
             run(pid).crash = rest
         elif tag == "HANG":
@@ -93,6 +97,9 @@ def parse(text):
             why = rest.split(" ")[-1]
             if why == "crash":
                 bt = r.crash_frames
+            elif why == "leak":
+                r.leak_frames, r.leak_counts = [], []
+                bt = r.leak_frames
             elif r.threads:
                 bt = r.threads[-1].frames
             else:

@@ -69,7 +69,9 @@ def stage_table(grading, stage, results):
     for r in results:
         mark = MARK[r.status]
         mark = _color(mark, "32" if r.status == Status.PASSED else "31" if r.status == Status.FAILED else "33")
-        pts = f"{fmt_points(r.points)}/{fmt_points(r.item.points)}"
+        # an item not judged scored nothing yet: '-', not a 0 that reads as a failure
+        got = "-" if r.status == Status.NOT_JUDGED else fmt_points(r.points)
+        pts = f"{got}/{fmt_points(r.item.points)}"
         text = (r.item.clause if r.status == Status.PASSED else
                 f"{r.summary.split(':', 1)[0]} (the compiler's error is below)" if _unbuilt(grading, r) and r.build_error.log else
                 clean(r.summary))
@@ -176,8 +178,15 @@ def text_report(grading, results):
     failed = [r for r in results if r.status == Status.FAILED]
     lines.append(f"Total: {fmt_points(total)}/{fmt_points(judged)}" +
                  ("" if not failed else f"   ({len(failed)} item(s) to fix; details below)"))
+    deferred = [r for r in results if r.deferred]
+    if deferred:
+        left = sum(r.item.points for r in deferred)
+        lanes = list(dict.fromkeys(r.item.lane for r in deferred))
+        named = " and ".join([", ".join(lanes[:-1]), lanes[-1]] if len(lanes) > 1 else lanes)
+        lines.append(f"  of {fmt_points(judged + left)} points in all: {fmt_points(left)} more ({len(deferred)} item(s), "
+                     f"the {named} lane{'s' if len(lanes) > 1 else ''}) are judged by `make grade` only")
     lines.append(sandbox.shared().describe())
-    not_judged = [r for r in results if r.status == Status.NOT_JUDGED]
+    not_judged = [r for r in results if r.status == Status.NOT_JUDGED and not r.deferred]
     for r in not_judged:
         lines.append(f"Not judged here: {r.item.key}: {clean(r.summary)}")
     not_started = [r for r in failed if r.outcome is not None and r.outcome.verdict == Verdict.NOT_STARTED]

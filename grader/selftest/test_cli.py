@@ -38,6 +38,8 @@ BAD = [
     (["grade", "STAGE=1", "BUDGET=x"], ["BUDGET=x", "seconds"]),
     (["grade", "STAGE=1", "UNJUDGED=x"], ["UNJUDGED=x", "omit"]),
     (["check", "STAGE=1", "TEST=nosuch/test"], ["TEST=nosuch/test: no such test in 01-signal"]),
+    (["grade", "STAGE=1", "TARGET=solutions", "ITEMS=latest-waker", "TEST=signal_poll/pending_registers"],
+     ["TEST=signal_poll/pending_registers is not a test of ITEMS=latest-waker", "pending-registers"]),
     (["watch"], ["make watch wants a stage"]),
     (["watch", "STAGE=abc"], ["STAGE=abc"]),
     (["debug", "STAGE=1"], ["make debug wants TEST=suite/name"]),

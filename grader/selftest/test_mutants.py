@@ -3,9 +3,13 @@ names, graded on those items only; and every rubric item is named by some
 mutant, so no item is a check that cannot fail."""
 import pytest
 
+import re
+
+import clauses
 from conftest import MUTANT_ENV, apply_mutant, grade, mutants, stages
 
 MUTANTS = mutants()
+ITEMS = {(s.name, i.id): i for s in stages() for i in s.items}
 
 
 def test_every_item_has_a_mutant():
@@ -22,14 +26,44 @@ def test_mutants_name_real_items():
     assert not empty, f"mutants without Catches: or Bug: lines: {empty}"
 
 
+# A race item stops at its first failing run; here each makes exactly this
+# many runs and must fail every one: a catch that comes on some runs only is a
+# verdict that varies between two gradings of the same code.
+RACE_RUNS = 3
+
+
 @pytest.mark.parametrize("m", MUTANTS, ids=[f"{m.stage}/{m.name}" for m in MUTANTS])
 def test_mutant_is_caught(m, tmp_path):
     tree = apply_mutant(m, tmp_path / "tree")
-    g = grade(tmp_path, tree, stage=m.stage, items=m.catches, env=MUTANT_ENV)
+    race = [c for c in m.catches if ITEMS[(m.stage, c)].lane == "race"]
+    env = dict(MUTANT_ENV, **({"LAB_RACE_RUNS": str(RACE_RUNS)} if race else {}))
+    g = grade(tmp_path, tree, stage=m.stage, items=m.catches, env=env)
     assert g.returncode == 2, f"make grade should fail (make's status 2) on a mutant; it exited {g.returncode}\n{g.output[-3000:]}"
     for c in m.catches:
         t = g.item(f"{m.stage}/{c}")
         assert t["score"] == 0, f"item {c} gave points to mutant {m.name} ({m.bug})\n{g.output[-3000:]}"
         assert t["status"] == "failed"
+        assert_names_its_clause(m, ITEMS[(m.stage, c)], t["output"])
+    for c in race:
+        caught = re.search(rf"\b{re.escape(c)}\s+failed (\d+) of (\d+) runs", g.output)
+        assert caught and caught.group(1) == caught.group(2) == str(RACE_RUNS), (
+            f"race item {c} must catch mutant {m.name} on every run: "
+            f"{caught.group(0) if caught else 'no run count in the report'}\n{g.output[-3000:]}")
     for text in m.expect:
         assert text in g.output, f"the report should say '{text}' for mutant {m.name}\n{g.output[-3000:]}"
+
+
+def assert_names_its_clause(m, item, output):
+    """The caught item's 'what happened' names a contract its clause cites:
+    the evidence says which rule of which header to reread. Not asked of a
+    checker's own finding (a leak on a no-leak item is the clause), a crash
+    (its backtrace is the evidence), a written answer or a hostile tree
+    (those check their texts with Expect: lines)."""
+    verdict = clauses.status(output)
+    if item.lane == "quiz" or m.name.startswith("hostile-") or verdict in clauses.SELF_EVIDENT or verdict == "crashed":
+        return
+    what = clauses.what_happened(output)
+    refs = clauses.cited(item.clause)
+    assert clauses.names(what, refs), (
+        f"mutant {m.name}: item {item.id}'s failure does not name the clause its evidence shows broken "
+        f"(one of {sorted(refs, key=str)} from its rubric clause); it said:\n  {what}")

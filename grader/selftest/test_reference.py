@@ -99,6 +99,14 @@ def test_check_is_the_quick_pass(tmp_path):
     seconds = time.monotonic() - start
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "the valgrind lane is left to `make grade`" in proc.stdout
+    # the total says what make check judged, and what the stage is out of
+    stage = next(s for s in stages() if s.name == "01-signal")
+    deferred = [i for i in stage.items if i.lane in ("valgrind", "tsan", "perf")]
+    quick = sum(i.points for i in stage.items) - sum(i.points for i in deferred)
+    assert f"Total: {quick}/{quick}" in proc.stdout, proc.stdout[-2000:]
+    assert (f"of {quick + sum(i.points for i in deferred)} points in all: {sum(i.points for i in deferred)} more "
+            f"({len(deferred)} item(s)") in proc.stdout, proc.stdout[-2000:]
+    assert "----    -/" in proc.stdout   # an item left to make grade has no score yet, not a 0
     assert "passed 1 of 1 runs" not in proc.stdout  # passed items show their clause, but none ran Valgrind
     # a few seconds on a quiet machine; make test runs it beside other load
     # (the flake check keeps every core busy), so the bound only catches a

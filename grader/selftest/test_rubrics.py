@@ -102,3 +102,47 @@ def test_quiz_questions_graded(stage):
         assert q["answer"] in q["choices"], f"{qid}: the key's answer is not one of its choices"
     labs = quiz.load(ROOT / "labs" / stage.name / quiz.FILE)
     assert all(not q["answer"] for q in labs.values()), "labs/ carries quiz answers"
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_every_clause_cites_its_contract(stage):
+    """A failure message names the contract it shows broken (test_mutants.py),
+    so every item says which contract it checks: '(contract 3)',
+    '(parker.h contract 6)', '(join.h)'. A written answer cites its claims."""
+    import clauses
+    bare = [i.id for i in stage.items if i.lane != "quiz" and not clauses.cited(i.clause)]
+    assert not bare, f"items whose clause cites no header or contract (end it with '(header.h contract N)'): {bare}"
+
+
+FUTURE_WORDS = re.compile(r"\b(Pending|future|poll|waker)s?\b", re.I)
+
+
+def lab_test_texts(stage):
+    """suite::name -> the text of that LAB_TEST's body, with the bodies of
+    the same file's functions it calls (one level: a test's helpers)."""
+    texts = {}
+    for src in sorted((GRADER / "tests" / stage.name).glob("*.c")):
+        code = src.read_text()
+        helpers = dict(re.findall(r"^(?:static )?[\w \*]+?\b(\w+)\([^;{]*\)\s*\{(.*?)^\}", code, flags=re.M | re.S))
+        parts = re.split(r"^LAB_TEST\((\w+), (\w+),[^)]*\)", code, flags=re.M)
+        for suite, name, body in zip(parts[1::3], parts[2::3], parts[3::3]):
+            called = [helpers[f] for f in set(re.findall(r"\b(\w+)\(", body)) if f in helpers]
+            texts[f"{suite}::{name}"] = "\n".join([body] + called)
+    return texts
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_hang_hints_fit_their_tests(stage):
+    """A hang hint is said when one of the item's tests times out: it must
+    not explain a parker's or a deque's hang with futures and wakers when no
+    test of the item has any."""
+    texts = lab_test_texts(stage)
+    names = list(texts)
+    wrong = []
+    for item in stage.items:
+        if not item.hang or item.lane == "quiz" or not FUTURE_WORDS.search(item.hang):
+            continue
+        tests = plan.expand(item.tests, names)
+        if not any(FUTURE_WORDS.search(texts[t]) for t in tests):
+            wrong.append(f"{item.id}: {item.hang!r}")
+    assert not wrong, f"hang hints that speak of futures for tests with none: {wrong}"

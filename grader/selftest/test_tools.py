@@ -74,3 +74,30 @@ def test_lab_schedule_reaches_the_test(tmp_path):
                           "TEST=signal_explore/poll_vs_complete", "LAB_SCHEDULE=Q:nonsense"],
                          capture_output=True, text=True, timeout=300)
     assert "LAB_SCHEDULE=Q:nonsense is not a schedule" in dbg.stdout + dbg.stderr, (dbg.stdout + dbg.stderr)[-2000:]
+
+
+def test_progress_line_names_a_failure_as_soon_as_it_is_judged(tmp_path):
+    """On a terminal the progress line says which items failed so far, so a
+    stage whose slower lanes take minutes names its broken item at once."""
+    import pty
+    from conftest import apply_mutant, mutants
+    m = next(m for m in mutants() if m.stage == "01-signal" and m.name == "stale-first-waker")
+    tree = apply_mutant(m, tmp_path / "tree")
+    out = bytearray()
+
+    def read(fd):
+        data = os.read(fd, 4096)
+        out.extend(data)
+        return data
+    pid, fd = pty.fork()
+    if pid == 0:   # the child: make grade on a terminal, as a student types it
+        os.execvp("make", ["make", "-s", "-C", str(ROOT), "grade", "STAGE=1", f"TARGET={tree}",
+                           "ITEMS=latest-waker,pending-registers,first-poll-ready"])
+    try:
+        while read(fd):
+            pass
+    except OSError:   # the terminal closed: make is done
+        pass
+    os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert "failed so far: latest-waker" in text, text[-3000:]

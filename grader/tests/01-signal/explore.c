@@ -75,6 +75,17 @@ static const char *check(void *arg)
     }
     if (s->first == POLL_READY)
         return s->out.outcome == expected ? NULL : "the first poll returned Ready with the wrong outcome";
+    if (explore_waker_woken(s->task) == 0 && explore_waker_dropped(s->task) > 0) {
+        /* the poll registered a clone and the other side threw it away:
+         * the registration was in time, the producer's side is wrong */
+        snprintf(why, sizeof why,
+                 "lost wakeup: the first poll returned Pending with its waker stored, and %s took that waker out "
+                 "and dropped it without waking it. %s (contract %s)", s->close_instead ? "signal_drop" : "signal_complete",
+                 s->close_instead ? "A producer dropped without completing must wake the future"
+                                  : "The completion must wake the waker it takes out",
+                 s->close_instead ? "9" : "4");
+        return why;
+    }
     if (explore_waker_woken(s->task) == 0) {
         snprintf(why, sizeof why,
                  "lost wakeup: the first poll returned Pending, the other thread %s, and the task's waker was "

@@ -183,7 +183,7 @@ static void freed_when_both_gone(int order, bool complete)
                  "the last handle's drop must free the shared state (contract 10)",
                  (unsigned long long)(allocs - frees), (unsigned long long)allocs);
     cr_assert_eq(dropped_calls(), (unsigned)(complete && order == 1),
-                 "drop_value was called %u times; expected %u (the value is dropped only if nobody took it)",
+                 "drop_value was called %u times; expected %u (the value is dropped only if nobody took it: contract 10)",
                  dropped_calls(), (unsigned)(complete && order == 1));
     expect_books_balanced(task);
 }

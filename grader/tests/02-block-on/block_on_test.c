@@ -133,7 +133,7 @@ LAB_TEST(block_on, yield_n_plus_one_polls, 10)
         cr_assert_eq(b.polls, ns[k] + 1,
                      "block_on(yield_future(%u)) made %lu polls; expected exactly %u (%u Pending, "
                      "each with a wake, then Ready). Fewer: block_on stopped before Ready; more: "
-                     "it polled without a wake",
+                     "it polled without a wake (block_on.h contract 1)",
                      ns[k], b.polls, ns[k] + 1, ns[k]);
         cr_assert_eq(y.left, 0, "block_on returned before the future was Ready");
     }
@@ -180,7 +180,8 @@ LAB_TEST(block_on, sleep_two_polls_no_cpu, 10)
     struct bg_block_on b;
     bg_block_on_start(&b, thread_sleep_as_future(&s), NULL);
     cr_assert(bg_block_on_finish(&b, 200 + STAGE02_RESCUE_MS),
-              "block_on(thread_sleep(200 ms)) never returned: the helper thread's wake was lost");
+              "block_on(thread_sleep(200 ms)) never returned: the helper thread's wake was lost "
+              "(the wake must unpark the blocked thread: block_on.h contract 1, parker.h contract 1)");
     future_drop(thread_sleep_as_future(&s));
 
     lab_note("block_on(thread_sleep(200 ms)): %lu polls, %.3f ms CPU of the blocking thread, "
@@ -190,7 +191,7 @@ LAB_TEST(block_on, sleep_two_polls_no_cpu, 10)
                          "thread for 200 ms inside one poll (Valgrind on a CPU quota?)");
     cr_assert_eq(b.polls, 2, "block_on(thread_sleep(200 ms)) made %lu polls; expected exactly 2 "
                  "(one to start the timer and get Pending, one after its single wake). More "
-                 "polls mean block_on polls without being woken", b.polls);
+                 "polls mean block_on polls without being woken (block_on.h contract 1)", b.polls);
     cr_assert_lt(b.cpu_ns, STAGE02_WAIT_CPU_NS,
                  "block_on used %.1f ms of CPU while waiting 200 ms for one wake: waiting must "
                  "park the thread, not spin", (double)b.cpu_ns / 1e6);
@@ -268,7 +269,7 @@ LAB_TEST(block_on, does_not_drop_future, 10)
     cr_assert_eq(polls, 2, "block_on on a future Pending once (self-woken) made %lu polls; "
                  "expected 2", polls);
     cr_assert_eq(o.drops, 0, "block_on dropped the future: the caller still owns it and drops "
-                 "it itself (block_on.h)");
+                 "it itself (block_on.h contract 2)");
     future_drop(f); /* the caller's drop, exactly once */
     cr_assert_eq(o.drops, 1, "the future was dropped %u times", o.drops);
 }
@@ -284,7 +285,7 @@ LAB_TEST(block_on, frees_its_parker, 10)
     struct alloc_counts c = alloc_count_stop();
     cr_assert_eq(c.allocs, c.frees,
                  "block_on(yield_future(3)) made %llu allocations and %llu frees: block_on "
-                 "must drop its waker and release its parker before it returns",
+                 "must drop its waker and release its parker before it returns (parker.h contract 7)",
                  (unsigned long long)c.allocs, (unsigned long long)c.frees);
 
     static int value;
@@ -327,9 +328,11 @@ LAB_TEST(block_on_race, wake_before_park, 10)
         cr_assert(bg_block_on_finish(&b, STAGE02_RESCUE_MS),
                   "block_on hung: the future's waker was woken (from another thread, already "
                   "finished) before block_on parked, and the wake was lost. An unpark before "
-                  "park must leave a token (early_wake_future(%u))", ns[k]);
+                  "park must leave a token (parker.h contract 1; early_wake_future(%u))", ns[k]);
         cr_assert_eq(b.polls, ns[k] + 1, "block_on(early_wake_future(%u)) made %lu polls; "
-                     "expected exactly %u", ns[k], b.polls, ns[k] + 1);
+                     "expected exactly %u: each early wake leaves a token, so block_on polls again "
+                     "once per wake until Ready (block_on.h contract 1, parker.h contract 1)",
+                     ns[k], b.polls, ns[k] + 1);
     }
 }
 
@@ -442,7 +445,8 @@ LAB_TEST(block_on_race, signal_at_random_moment, 30)
         pthread_join(tp, NULL); /* the producer always finishes */
         if (!done_wait(&cons.done, STAGE02_RESCUE_MS))
             cr_assert_fail("lost wakeup at iteration %u, seed %llu: the Signal was completed "
-                      "(status %d) but block_on stayed parked for %u ms. Replay with SEED=%llu",
+                      "(status %d) but block_on stayed parked for %u ms: the completion's wake (an unpark) "
+                      "was lost (parker.h contract 1). Replay with SEED=%llu",
                       i, (unsigned long long)seed, (int)prod.status, STAGE02_RESCUE_MS,
                       (unsigned long long)seed);
         pthread_join(tc, NULL);
@@ -512,6 +516,6 @@ LAB_TEST(block_on_perf, sleep_vs_spinner, 10)
                  "200 ms", spin_polls);
     cr_assert_lt(sleep_cpu * 10, spin_cpu,
                  "block_on waiting 200 ms for one wake used %.3f ms of CPU, not even ten times "
-                 "less than a spinner burning the same 200 ms (%.1f ms): waiting must park",
+                 "less than a spinner burning the same 200 ms (%.1f ms): waiting must park (block_on.h contract 1)",
                  (double)sleep_cpu / 1e6, (double)spin_cpu / 1e6);
 }

@@ -34,7 +34,7 @@ LAB_TEST(parker, unpark_before_park_timeout, 10)
     parker_unpark(p);
     cr_assert(parker_park_timeout(p, 0),
               "parker_unpark() then parker_park_timeout(p, 0) returned false: an unpark made "
-              "before park must leave a token that the next park takes at once");
+              "before park must leave a token that the next park takes at once (parker.h contract 1)");
 
     parker_unpark(p);
     cr_assert(parker_park_timeout(p, 1000 * MS_NS),
@@ -83,7 +83,7 @@ LAB_TEST(parker, several_unparks_store_one_token, 10)
               "after three unparks parker_park_timeout(p, 0) returned false: the token is missing");
     cr_assert_not(park_finds_a_token(p),
                   "after three unparks, two parks both found a token: unparks must not add up; "
-                  "a parker holds at most one token");
+                  "a parker holds at most one token (parker.h contract 2)");
 
     /* the same through parker_park, which must take exactly the one token */
     parker_unpark(p);
@@ -94,7 +94,7 @@ LAB_TEST(parker, several_unparks_store_one_token, 10)
     cr_assert(returned, "after two unparks parker_park() did not return: the token was lost");
     cr_assert_not(park_finds_a_token(p),
                   "after two unparks and one parker_park(), another park still found a token: "
-                  "a parker holds at most one token");
+                  "a parker holds at most one token (parker.h contract 2)");
     parker_release(p);
 }
 
@@ -125,7 +125,7 @@ LAB_TEST(parker, unparks_from_threads_store_one_token, 10)
               "after 400 unparks from 4 threads parker_park_timeout(p, 0) found no token");
     cr_assert_not(park_finds_a_token(p),
                   "after 400 unparks from 4 threads, a second park also found a token: unparks "
-                  "must not add up; a parker holds at most one token");
+                  "must not add up; a parker holds at most one token (parker.h contract 2)");
     parker_release(p);
 }
 
@@ -142,17 +142,17 @@ LAB_TEST(parker, park_timeout_times_out, 10)
         bool returned = bg_park_finish(&b, STAGE02_RESCUE_MS);
         cr_assert(returned,
                   "parker_park_timeout(p, 50 ms) with no unpark was still asleep after %u ms: "
-                  "it must give up when its timeout has passed",
+                  "it must give up when its timeout has passed (parker.h contract 6)",
                   STAGE02_RESCUE_MS);
         cr_assert_not(b.result,
                       "parker_park_timeout(p, 50 ms) with no unpark returned true (round %d): "
-                      "true means a token was taken, and nobody unparked%s",
+                      "true means a token was taken, and nobody unparked (parker.h contract 6)%s",
                       round, round == 2 ? " (after a first timeout, the state must be back to "
                                           "no token, not left as parked)" : "");
         cr_assert_geq(b.elapsed_ns, 49 * MS_NS,
                       "parker_park_timeout(p, 50 ms) returned after %.1f ms (round %d): too "
                       "early; the timeout is a CLOCK_MONOTONIC deadline (and the condition "
-                      "variable must be told to use that clock)",
+                      "variable must be told to use that clock: parker.h contract 6)",
                       (double)b.elapsed_ns / 1e6, round);
     }
     parker_release(p);
@@ -191,7 +191,7 @@ LAB_TEST(parker, unpark_wakes_parked_thread, 10)
     bool returned = bg_park_finish(&b, STAGE02_RESCUE_MS);
     cr_assert(returned,
               "a thread asleep in parker_park() was not woken by parker_unpark() from another "
-              "thread (still asleep after %u ms)", STAGE02_RESCUE_MS);
+              "thread (still asleep after %u ms; parker.h contracts 3 and 4)", STAGE02_RESCUE_MS);
     cr_assert_lt(cpu, STAGE02_WAIT_CPU_NS,
                  "the thread in parker_park() used %.1f ms of CPU in 50 ms while it waited: "
                  "parking must sleep, not spin", (double)cpu / 1e6);
@@ -201,9 +201,15 @@ LAB_TEST(parker, unpark_wakes_parked_thread, 10)
     lab_sleep_ms(20);
     parker_unpark(p);
     returned = bg_park_finish(&b, STAGE02_RESCUE_MS);
-    cr_assert(returned && b.result,
-              "a thread in parker_park_timeout(p, 10 s) was not woken by parker_unpark() from "
-              "another thread (or returned false: the token must be reported as taken)");
+    cr_assert(returned, "a thread in parker_park_timeout(p, 10 s) was not woken by parker_unpark() from "
+              "another thread (parker.h contracts 3 and 4)");
+    /* false before the unpark even came: the timed park itself is wrong, not the unpark */
+    cr_assert(b.result || b.elapsed_ns >= 19 * MS_NS,
+              "parker_park_timeout(p, 10 s) returned false after %.1f ms, before the unpark came (at 20 ms) "
+              "and long before its timeout: a timed park that gives up early (is its deadline read on the "
+              "condition variable's clock? parker.h contract 6)", (double)b.elapsed_ns / 1e6);
+    cr_assert(b.result, "parker_park_timeout(p, 10 s), unparked from another thread after 20 ms, returned false: "
+              "a park that took the token must report it (parker.h contracts 4 and 6)");
     parker_release(p);
 }
 
@@ -299,14 +305,21 @@ LAB_TEST(parker_waker, wake_from_other_thread, 10)
     struct waking_arg a = { .w = parker_waker(p), .delay_ms = 20 };
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, waking_main, &a), 0, "could not start a thread");
+    uint64_t t0 = monotonic_ns();
     bool woken = parker_park_timeout(p, (uint64_t)STAGE02_RESCUE_MS * MS_NS);
+    uint64_t waited = monotonic_ns() - t0;
     pthread_join(t, NULL);
     parker_release(p);
     struct alloc_counts c = alloc_count_stop();
-    cr_assert(woken, "a waker_wake() from another thread did not unpark the parked thread");
+    cr_assert(woken || waited >= 19 * MS_NS,
+              "parker_park_timeout(p, %u ms) returned false after %.1f ms, before the waker was woken (at 20 ms) "
+              "and long before its timeout: a timed park that gives up early (is its deadline read on the "
+              "condition variable's clock? parker.h contract 6)", STAGE02_RESCUE_MS, (double)waited / 1e6);
+    cr_assert(woken, "a waker_wake() from another thread did not unpark the parked thread (a parker waker's wake "
+              "is parker_unpark: parker.h contract 1)");
     cr_assert_eq(c.allocs, c.frees,
                  "a parker woken through its waker from another thread: %llu allocations, %llu "
-                 "frees; the woken waker's reference was not given back",
+                 "frees; the woken waker's reference was not given back (parker.h contract 7)",
                  (unsigned long long)c.allocs, (unsigned long long)c.frees);
 }
 
@@ -325,7 +338,8 @@ LAB_TEST(parker_driver, park_unpark_now, 10)
     cr_assert_not(driver_park(d, (int64_t)(20 * MS_NS)), "driver_park(d, 20 ms) returned true "
                   "with no unpark");
     uint64_t waited = monotonic_ns() - t0;
-    cr_assert_geq(waited, 19 * MS_NS, "driver_park(d, 20 ms) came back after %.1f ms: early",
+    cr_assert_geq(waited, 19 * MS_NS, "driver_park(d, 20 ms) came back after %.1f ms: early (a timed park never returns "
+                  "before its timeout without the token: parker.h contracts 6 and 8)",
                   (double)waited / 1e6);
 
     uint64_t before = driver_monotonic_ns();

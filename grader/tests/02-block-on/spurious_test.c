@@ -28,7 +28,7 @@ LAB_TEST(parker_spurious, timeout_without_unpark_is_false, 5)
                       "parker_park_timeout returned true (\"the token was consumed\") although nobody unparked: its "
                       "condition wait returned %u time(s) without a signal, as POSIX allows (a spurious wakeup), "
                       "and the park took that for the token. A wakeup proves nothing: wait in a loop that re-checks "
-                      "the token (the predicate) and the deadline, and return true only with the token", made);
+                      "the token (the predicate) and the deadline, and return true only with the token (parker.h contract 5)", made);
     }
     /* the token still works after the spurious returns */
     parker_unpark(p);

@@ -52,7 +52,7 @@ LAB_TEST(abort, while_pending, 10)
     cr_assert_eq(probe_drops(&t), 0, "abort dropped the future on the aborting thread: it must queue "
                  "the task, so its scheduler drops it");
     cr_assert_eq(executor_test_queue_len(ex), 1, "aborting an idle pending task queued it %zu times; "
-                 "expected once (its scheduler must get it back to drop the future)",
+                 "expected once (its scheduler must get it back to drop the future: join.h, join_handle_abort)",
                  executor_test_queue_len(ex));
     struct waker w = probe_take_stash(&t);
     waker_wake_by_ref(&w); /* a wake after the abort: no second entry, no poll */
@@ -122,7 +122,7 @@ LAB_TEST(abort, from_inside_own_poll, 10)
     expect_run(ex, EXECUTOR_OK, "a task that aborts itself during its poll");
     cr_assert_eq(sa.drops_in_poll, 0, "a task that aborted itself had its future dropped during its "
                  "own poll (use after free waiting to happen): abort takes effect when the poll "
-                 "returns, never during it");
+                 "returns, never during it (join.h, join_handle_abort; task.h contract 1)");
     cr_assert_eq(probe_polls(&t), 1, "a task that aborted itself and returned Pending was polled %u "
                  "times; expected once", probe_polls(&t));
     cr_assert_eq(probe_drops(&t), 1, "its future was dropped %u times; expected once (when the poll "
@@ -209,7 +209,8 @@ LAB_TEST(abort_race, from_other_thread_during_poll, 10)
                   "was lost (the task must be cancelled when its poll returns Pending)");
         cr_assert_eq(b.st, EXECUTOR_OK, "executor_run returned %s", executor_status_str(b.st));
         cr_assert_eq(ra.drops_after_abort, 0, "an abort from another thread dropped the future while "
-                     "the task was being polled: abort takes effect when the poll returns");
+                     "the task was being polled: abort takes effect when the poll returns (RUNNING is the lock "
+                     "on the future: task.h contract 1)");
         cr_assert_eq(probe_polls(&t), 1, "the aborted task was polled %u times; expected once",
                      probe_polls(&t));
         cr_assert_eq(probe_drops(&t), 1, "the aborted task's future was dropped %u times; expected once",
@@ -236,7 +237,7 @@ LAB_TEST(abort_race, from_other_thread_while_parked, 10)
     lab_sleep_ms(20);
     join_handle_abort(jh); /* from this thread, while the executor sleeps */
     cr_assert(bg_run_finish(&b, RESCUE_MS), "executor_run stayed parked after an abort from another "
-              "thread: abort of an idle task queues it, and that must unpark the executor");
+              "thread: abort of an idle task queues it, and that must unpark the executor (executor.h contract 2)");
     cr_assert_eq(b.st, EXECUTOR_OK, "executor_run returned %s", executor_status_str(b.st));
     cr_assert_eq(probe_drops(&t), 1, "the future was dropped %u times", probe_drops(&t));
     expect_cancelled(jh, "aborted while the executor was parked");

@@ -12,7 +12,7 @@ static void expect_deadlock(struct bg_run *b, const char *what)
 {
     cr_assert(bg_run_finish(b, RESCUE_MS), "%s: executor_run slept for ever (still parked after %u "
               "ms). Every task is pending and no waker exists outside the executor: it must return "
-              "EXECUTOR_DEADLOCK", what, RESCUE_MS);
+              "EXECUTOR_DEADLOCK (executor.h contract 4)", what, RESCUE_MS);
     cr_assert_eq(b->st, EXECUTOR_DEADLOCK, "%s: executor_run returned %s; expected the deadlock "
                  "error", what, executor_status_str(b->st));
 }
@@ -37,8 +37,9 @@ LAB_TEST(deadlock, forgetful_task, 10)
     executor_free(ex);
     struct alloc_counts ac = alloc_count_stop();
     cr_assert_eq(probe_drops(&t), 1, "executor_free after a deadlock did not drop the stuck future");
-    cr_assert_eq(ac.frees, ac.allocs, "%llu allocations, %llu frees", (unsigned long long)ac.allocs,
-                 (unsigned long long)ac.frees);
+    cr_assert_eq(ac.frees, ac.allocs, "after a deadlock, executor_free and the last join handle: %llu "
+                 "allocations, %llu frees: a task was not freed (executor.h contract 5; task.h contract 4)",
+                 (unsigned long long)ac.allocs, (unsigned long long)ac.frees);
     probe_destroy(&t);
 }
 

@@ -15,8 +15,8 @@ static void expect_books_balanced(struct counting_waker *cw, const char *what)
     struct waker_counts c = counting_waker_counts(cw);
     cr_assert_eq(c.live, 1, "%s: the joiner's waker has %ld live references at the end (clones %u, "
                  "drops %u, wakes %u); expected 1, the test's own: %s", what, c.live, c.clones, c.drops,
-                 c.wakes, c.live > 1 ? "a stored join waker was never dropped" :
-                 "a join waker was dropped twice");
+                 c.wakes, c.live > 1 ? "a stored join waker was never dropped (join.h rule 4: the woken waker "
+                 "stays in the slot, and the handle drops it)" : "a join waker was dropped twice (join.h rule 4)");
     counting_waker_free(cw);
 }
 
@@ -94,7 +94,7 @@ LAB_TEST(join, latest_joiner_waker_only, 10)
     cr_assert_eq(join_handle_poll(jh, &cb, NULL, &js), POLL_PENDING, "Ready before the task ran");
     cr_assert_eq(join_handle_poll(jh, &cb, NULL, &js), POLL_PENDING, "Ready before the task ran");
     cr_assert_eq(counting_waker_counts(a).live, 1, "the first joiner's waker is still held after a "
-                 "newer one was registered: replace it (and drop it)");
+                 "newer one was registered: replace it (and drop it; join.h rule 3)");
     cr_assert_eq(counting_waker_counts(b).clones, 1, "polling the join handle twice with the same "
                  "waker cloned it %u times; the second poll should keep the stored one",
                  counting_waker_counts(b).clones);
@@ -221,7 +221,7 @@ LAB_TEST(join, completes_while_registering, 10)
     cr_assert(c.finished, "the task did not complete after its wake (executor on another thread)");
     cr_assert_eq(r, POLL_READY, "the task completed while join_handle_poll was storing its waker, and "
                  "join_handle_poll said Pending: nobody will ever wake that waker. Set JOIN_WAKER with "
-                 "a CAS that fails when COMPLETE is set, and then read the output");
+                 "a CAS that fails when COMPLETE is set, and then read the output (join.h rule 2)");
     cr_assert_eq(js, JOIN_OK, "the join handle says cancelled");
     cr_assert_eq(out, 5, "the join handle gave %llu; expected 5", (unsigned long long)out);
     join_handle_drop(jh);
@@ -252,7 +252,7 @@ LAB_TEST(join, detached_output_dropped_once, 10)
         waker_wake(&w[i]);
     cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_OK, "the tasks did not finish");
     cr_assert_eq(box_drops(), 1, "a detached task finished and its output was dropped %u times; "
-                 "expected exactly once, by the thread that completed it", box_drops());
+                 "expected exactly once, by the thread that completed it (join.h rule 5)", box_drops());
     join_handle_drop(jb); /* complete, output never taken */
     cr_assert_eq(box_drops(), 2, "a join handle dropped after completion, without taking the output, "
                  "dropped it %u times in all; expected once", box_drops() - 1);
@@ -265,7 +265,8 @@ LAB_TEST(join, detached_output_dropped_once, 10)
     cr_assert_eq(box_value(box), 77, "the joined output is wrong");
     box_free(box);
     struct alloc_counts ac = alloc_count_stop();
-    cr_assert_eq(ac.frees, ac.allocs, "%llu allocations, %llu frees: a task or an output leaked",
+    cr_assert_eq(ac.frees, ac.allocs, "%llu allocations, %llu frees: a task or an output leaked (an untaken output is the "
+                 "completer's to drop, join.h rule 5; the last reference frees the task, task.h contract 4)",
                  (unsigned long long)ac.allocs, (unsigned long long)ac.frees);
     executor_free(ex);
     probe_destroy(&a);

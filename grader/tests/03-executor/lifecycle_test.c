@@ -117,8 +117,9 @@ LAB_TEST(free, pending_tasks_and_cycles, 10)
     }
     struct alloc_counts ac = alloc_count_stop();
     cr_assert_eq(ac.frees, ac.allocs, "after executor_free and the last join handle, %llu allocations "
-                 "were freed of %llu: tasks that keep their own wakers (task -> future -> waker -> "
-                 "task) leak unless freeing the executor drops their futures",
+                 "were freed of %llu, although every future was dropped and every join handle said "
+                 "JOIN_CANCELLED: a task whose last reference went (a waker, a join handle, the "
+                 "completer) was not freed (task.h contract 4; executor.h contract 5)",
                  (unsigned long long)ac.frees, (unsigned long long)ac.allocs);
 }
 
@@ -134,11 +135,12 @@ LAB_TEST(free, never_run_tasks, 10)
     executor_free(ex);
     cr_assert_eq(probe_polls(&st), 0, "executor_free polled tasks (%u polls): it drops them unpolled",
                  probe_polls(&st));
-    cr_assert_eq(probe_drops(&st), N, "executor_free dropped %u of %d queued futures", probe_drops(&st), N);
+    cr_assert_eq(probe_drops(&st), N, "executor_free dropped %u of %d queued futures (executor.h contract 5)", probe_drops(&st), N);
     cr_assert_eq(box_drops(), 0, "drop_output was called for tasks that never produced an output");
     struct alloc_counts ac = alloc_count_stop();
-    cr_assert_eq(ac.frees, ac.allocs, "%llu allocations, %llu frees", (unsigned long long)ac.allocs,
-                 (unsigned long long)ac.frees);
+    cr_assert_eq(ac.frees, ac.allocs, "%llu allocations, %llu frees after executor_free of %d detached, "
+                 "queued tasks: a task was not freed (executor.h contract 5; task.h contract 4)",
+                 (unsigned long long)ac.allocs, (unsigned long long)ac.frees, N);
     probe_destroy(&st);
 }
 
@@ -273,7 +275,8 @@ LAB_TEST(property, random_abort_and_drop, 30)
     executor_free(ex);
     struct alloc_counts ac = alloc_count_stop();
     cr_assert_eq(ac.frees, ac.allocs, "seed %llu: %llu allocations, %llu frees: a task or an output "
-                 "was not freed", (unsigned long long)lab_seed(), (unsigned long long)ac.allocs,
+                 "was not freed (the last reference frees a task, task.h contract 4; an output nobody "
+                 "takes is dropped by the completer or the handle, join.h rules 5-6)", (unsigned long long)lab_seed(), (unsigned long long)ac.allocs,
                  (unsigned long long)ac.frees);
     free(st);
     free(pl);
@@ -299,7 +302,7 @@ LAB_TEST(idle, no_cpu_while_waiting, 10)
     struct bg_run b;
     bg_run_start(&b, ex);
     cr_assert(bg_run_finish(&b, 200 + RESCUE_MS), "executor_run never returned: the wake from the "
-              "sleeping thread was lost, or did not unpark the executor");
+              "sleeping thread was lost, or did not unpark the executor (executor.h contract 2)");
     cr_assert_eq(b.st, EXECUTOR_OK, "executor_run returned %s", executor_status_str(b.st));
     future_drop(thread_sleep_as_future(&s));
     lab_note("run over a 200 ms outside wait: %u polls, %.3f ms CPU, %.1f ms wall", probe_polls(&t),
@@ -308,7 +311,7 @@ LAB_TEST(idle, no_cpu_while_waiting, 10)
                  "polled %u times; expected exactly 2", probe_polls(&t));
     cr_assert_lt(b.cpu_ns, 20 * MS_NS * (uint64_t)LAB_TIMEOUT_SCALE, "executor_run used %.1f ms of CPU "
                  "while its only task waited 200 ms for an outside wake: with nothing ready it must "
-                 "park on the driver, not spin", (double)b.cpu_ns / 1e6);
+                 "park on the driver, not spin (executor.h contract 2)", (double)b.cpu_ns / 1e6);
     join_handle_drop(jh);
     executor_free(ex);
     probe_destroy(&t);

@@ -152,7 +152,7 @@ LAB_TEST(run, fifo_three_yielding_tasks, 10)
     for (int i = 0; i < 9; i++)
         cr_assert_eq(log.ids[i], want[i], "poll order was %s; expected 1 2 3 1 2 3 1 2 3: a task that "
                      "yields goes to the back of the ready queue, behind every task already "
-                     "ready (FIFO)", got);
+                     "ready (FIFO: executor.h contract 1)", got);
     for (int i = 0; i < 3; i++)
         join_handle_drop(jh[i]);
     executor_free(ex);
@@ -180,7 +180,7 @@ LAB_TEST(spawn, one_allocation_per_task, 10)
     struct alloc_counts end = alloc_count_stop();
 
     cr_assert_leq(spawned.allocs, n, "%u spawns made %llu allocations: a task is ONE allocation "
-                  "(header, future and output slot together), and the queue and list are intrusive",
+                  "(header, future and output slot together), and the queue and list are intrusive (task.h)",
                   n, (unsigned long long)spawned.allocs);
     cr_assert_eq(ran.allocs, spawned.allocs, "running %u tasks allocated %llu more times: a wake, a "
                  "queue entry or a poll must not allocate", n,
@@ -249,7 +249,7 @@ LAB_TEST(spawn, future_alignment_and_bytes, 10)
     memset(&a, 0xee, sizeof a); /* the task has its own copy now */
     expect_run(ex, EXECUTOR_OK, "one ready task");
     cr_assert_not(atomic_load(&saw_misaligned), "the future was polled at an address that is not "
-                  "a multiple of its vtable's align (64): copy it into storage aligned for it");
+                  "a multiple of its vtable's align (64): copy it into storage aligned for it (executor.h, executor_spawn)");
     uint64_t out = 0;
     enum join_status js;
     cr_assert_eq(join_handle_poll(jh, NULL, &out, &js), POLL_READY, "join_handle_poll said Pending");
@@ -416,7 +416,7 @@ LAB_TEST(run, run_until_idle_does_not_park, 10)
     struct bg_run b;
     bg_run_idle_start(&b, ex);
     cr_assert(bg_run_finish(&b, RESCUE_MS), "executor_run_until_idle did not return while a task "
-              "was pending: it must return when nothing is ready, never park");
+              "was pending: it must return when nothing is ready, never park (executor.h, executor_run_until_idle)");
     cr_assert_eq(b.st, EXECUTOR_IDLE, "executor_run_until_idle with one pending task returned %s; "
                  "expected EXECUTOR_IDLE", executor_status_str(b.st));
     cr_assert_eq(probe_polls(&st), 1, "the task was polled %u times; expected once", probe_polls(&st));

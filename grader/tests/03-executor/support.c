@@ -254,7 +254,8 @@ void expect_run(struct executor *ex, enum executor_status want, const char *what
     if (st != want && st == EXECUTOR_DEADLOCK)
         cr_assert_fail("%s: executor_run said EXECUTOR_DEADLOCK, expected %s: a task was left "
                        "pending with no wake on its way (a wake was lost, or a task was never "
-                       "queued)", what, status_name(want));
+                       "queued: a wake during a poll sets NOTIFIED and the poller queues the task, "
+                       "task.h contract 2)", what, status_name(want));
     cr_assert_eq(st, want, "%s: executor_run returned %s, expected %s", what, status_name(st),
                  status_name(want));
 }

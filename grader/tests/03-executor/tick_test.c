@@ -65,7 +65,7 @@ static void check_book(struct spin_book *b, unsigned want_polls, const char *how
                   "waits for as long as the busy tasks keep running (executor.h contract 6)",
                   how, b->worst);
     cr_assert_not(b->slept, "%s: virtual time moved while tasks were ready: the driver tick must "
-                  "poll with a zero timeout (it never waits), not park with a timeout", how);
+                  "poll with a zero timeout (it never waits), not park with a timeout (executor.h contract 6)", how);
     cr_assert_eq(virtual_clock_last_timeout(b->vc), 0, "%s: the last park had a timeout of %lld ns; "
                  "the tick polls the driver with a zero timeout", how,
                  (long long)virtual_clock_last_timeout(b->vc));

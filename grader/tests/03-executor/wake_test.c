@@ -78,7 +78,7 @@ static void wake_during_poll(bool by_value)
                  "NOTIFIED", how);
     cr_assert_eq(atomic_load(&d.queue_len_in_poll), 0, "%s inside the poll added %ld entries to the "
                  "ready queue; expected 0: a running task is not queued by a wake (it sets NOTIFIED, "
-                 "and the poller queues the task when the poll returns Pending)", how,
+                 "and the poller queues the task when the poll returns Pending: task.h contract 2)", how,
                  atomic_load(&d.queue_len_in_poll));
     cr_assert_eq(probe_polls(&t), 2, "a task that woke itself (%s) during its first poll and was "
                  "Ready on the second was polled %u times; expected exactly 2. %s", how, probe_polls(&t),
@@ -113,7 +113,7 @@ LAB_TEST(wake, two_wakes_one_queue_entry, 10)
     uint64_t s0 = state_of(jh);
     /* list + join handle + the stashed waker */
     cr_assert_eq(task_state_refs(s0), 3, "a pending task with its join handle and one stored waker "
-                 "has %s; expected refs=3 (list, join handle, waker)", state_str(s0));
+                 "has %s; expected refs=3 (list, join handle, waker: task.h contract 4)", state_str(s0));
 
     struct waker w = probe_take_stash(&t); /* the test's reference now */
     waker_wake_by_ref(&w);
@@ -122,7 +122,7 @@ LAB_TEST(wake, two_wakes_one_queue_entry, 10)
                  "entries; expected 1", executor_test_queue_len(ex));
     cr_assert(s1 & TASK_NOTIFIED, "a woken idle task is not NOTIFIED (%s)", state_str(s1));
     cr_assert_eq(task_state_refs(s1), 4, "wake_by_ref of an idle task left %s; expected refs=4: "
-                 "wake_by_ref takes one new reference, for the queue entry, and the waker keeps its own",
+                 "wake_by_ref takes one new reference, for the queue entry, and the waker keeps its own (task.h contracts 3 and 4)",
                  state_str(s1));
 
     waker_wake_by_ref(&w);
@@ -188,7 +188,7 @@ LAB_TEST(wake, clone_and_drop_balance, 10)
     cr_assert_eq(join_handle_poll(t.jh, NULL, &peak, &js), POLL_READY, "the task did not finish");
     /* before: list + queue + join; during the poll: list + poller + join + 1000 */
     cr_assert_eq(peak, before + 1000, "with 1000 clones alive the task counted %llu references; "
-                 "expected %llu: every waker_clone is +1", (unsigned long long)peak,
+                 "expected %llu: every waker_clone is +1 (task.h contract 4)", (unsigned long long)peak,
                  (unsigned long long)(before + 1000));
     uint64_t s = state_of(t.jh);
     cr_assert_eq(task_state_refs(s), 1, "after 1000 clones and 1000 drops, and completion: %s; "
@@ -225,7 +225,7 @@ LAB_TEST(wake, after_completion_never_polls, 10)
     struct waker c = waker_clone(&w);
     waker_wake(&c);
     cr_assert_eq(executor_test_queue_len(ex), 0, "a wake after completion queued the task (%zu "
-                 "entries): COMPLETE is final, wakes are no-ops", executor_test_queue_len(ex));
+                 "entries): COMPLETE is final, wakes are no-ops (task.h contract 5)", executor_test_queue_len(ex));
     expect_run(ex, EXECUTOR_OK, "an executor whose only task is complete");
     cr_assert_eq(probe_polls(&t), 1, "a task woken after it completed was polled again (%u polls): "
                  "COMPLETE is final", probe_polls(&t));
@@ -257,7 +257,7 @@ LAB_TEST(wake, waker_outlives_task_and_executor, 10)
     struct waker wp = probe_take_stash(&p); /* a pending task's waker */
     join_handle_drop(jt);
     executor_free(ex); /* cancels p: its future is dropped */
-    cr_assert_eq(probe_drops(&p), 1, "executor_free did not drop the pending task's future");
+    cr_assert_eq(probe_drops(&p), 1, "executor_free did not drop the pending task's future (executor.h contract 5)");
     enum join_status js = JOIN_OK;
     cr_assert_eq(join_handle_poll(jp, NULL, NULL, &js), POLL_READY, "a join handle of a task whose "
                  "executor was freed says Pending: the task must be complete (cancelled)");
@@ -348,7 +348,7 @@ static void cross_thread_during_poll(bool by_value)
     cr_assert_eq(polls, 2, "a task woken once from another thread during its poll was then polled "
                  "%u times in all (before any other wake); expected exactly 2: %s", polls,
                  polls < 2 ? "the wake during the poll was lost" :
-                 "the wake queued the task while it was running, and the poller queued it again");
+                 "the wake queued the task while it was running, and the poller queued it again (task.h contracts 1 and 2)");
     struct waker w = probe_take_stash(&t);
     waker_wake(&w);
     cr_assert(bg_run_finish(&b, RESCUE_MS), "executor_run never returned after the final wake");
@@ -378,7 +378,7 @@ LAB_TEST(wake, other_thread_unparks_run, 10)
     struct waker w = probe_take_stash(&t);
     waker_wake(&w); /* from this thread: must unpark the executor's */
     cr_assert(bg_run_finish(&b, RESCUE_MS), "executor_run stayed parked after a wake from another "
-              "thread: a remote wake must unpark the driver");
+              "thread: a remote wake must unpark the driver (executor.h contract 2)");
     cr_assert_eq(b.st, EXECUTOR_OK, "executor_run returned %s", executor_status_str(b.st));
     cr_assert_eq(probe_polls(&t), 2, "polled %u times; expected 2", probe_polls(&t));
     join_handle_drop(jh);
@@ -513,7 +513,7 @@ LAB_TEST(wake_race, remote_wake_reaches_busy_executor, 10)
     cr_assert_not(atomic_load(&b.gave_up), "a task woken from another thread was still not polled after "
                   "%u polls of an always-ready task: the executor takes the remote end only when the "
                   "local end is empty, so a task that yields for ever starves every remote wake "
-                  "(take it every READY_QUEUE_REMOTE_INTERVAL pops too)", BUSY_GIVE_UP);
+                  "(take it every READY_QUEUE_REMOTE_INTERVAL pops too: executor.h contract 1)", BUSY_GIVE_UP);
     cr_assert_eq(probe_polls(&c), 2, "the remotely woken task was polled %u times; expected 2", probe_polls(&c));
     unsigned gap = atomic_load(&b.a_at_c) - atomic_load(&b.woken_at);
     cr_assert_leq(gap, BUSY_GAP_MAX, "a task woken from another thread waited behind %u polls of an "
@@ -608,7 +608,7 @@ LAB_TEST(wake_race, storm_from_two_threads, 20)
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
     cr_assert(returned, "executor_run never returned while two threads woke its tasks: a wake from "
-              "another thread was lost (or a remote wake did not unpark the executor)");
+              "another thread was lost (or a remote wake did not unpark the executor: executor.h contract 2)");
     cr_assert_eq(b.st, EXECUTOR_OK, "executor_run returned %s", executor_status_str(b.st));
     for (unsigned i = 0; i < tasks; i++) {
         cr_assert_eq(atomic_load(&st[i].overlaps), 0, "task %u was polled concurrently with itself", i);

@@ -29,16 +29,16 @@ static void pending_registers(bool expire_it)
         expect_status(deadline_signal_expire(d.timer), DEADLINE_SIGNAL_WON, "deadline_signal_expire on an undecided signal", "nothing was decided, so the timer wins");
     else
         expect_status(deadline_signal_complete(d.producer, &value_a), DEADLINE_SIGNAL_WON, "deadline_signal_complete on an undecided signal", "nothing was decided, so the producer wins");
-    cr_assert_eq(counting_waker_woken(task), 1u, "deadline_signal_%s woke the registered waker %u times; the winner must wake it exactly once",
+    cr_assert_eq(counting_waker_woken(task), 1u, "deadline_signal_%s woke the registered waker %u times; the winner must take the stored waker out and wake it exactly once (contract 5)",
                  expire_it ? "expire" : "complete", counting_waker_woken(task));
-    cr_assert_eq(counting_waker_counts(task).live, 1, "after the decision the signal still holds a reference to the task's waker; the winner must take it out and consume it with the wake");
+    cr_assert_eq(counting_waker_counts(task).live, 1, "after the decision the signal still holds a reference to the task's waker; the winner must take it out and consume it with the wake (contract 5)");
 
     r = poll_with(d.future, task, &out);
     if (expire_it)
         expect_ready(r, &out, DEADLINE_SIGNAL_EXPIRED, NULL, "the poll after the timer's wake");
     else
         expect_ready(r, &out, DEADLINE_SIGNAL_VALUE, &value_a, "the poll after the producer's wake");
-    cr_assert_eq(counting_waker_counts(task).clones, 1u, "the Ready poll cloned the waker again; a Ready poll has nothing to register");
+    cr_assert_eq(counting_waker_counts(task).clones, 1u, "the Ready poll cloned the waker again; a Ready poll has nothing to register (contract 1)");
 
     deadline_signal_future_drop(d.future);
     deadline_signal_drop(d.producer);

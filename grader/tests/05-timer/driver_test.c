@@ -37,18 +37,23 @@ LAB_TEST(time_driver, park_timeout_is_next_expiration, 5)
         parks++;
         uint64_t now = virtual_clock_now(s.vc);
         cr_assert_leq(now, tick_up(deadline), "the inner driver was parked until +%llu ns, past the only "
-                      "timer's tick (+%llu ns): the park timeout must be the next expiration",
+                      "timer's tick (+%llu ns): the park timeout must be the next expiration "
+                      "(time_driver.h contract 1)",
                       (unsigned long long)(now - ORIGIN_NS), (unsigned long long)(tick_up(deadline) - ORIGIN_NS));
         if (now < deadline)
-            cr_assert_eq(counting_waker_woken(cw), 0, "the timer fired at +%llu ns, before its deadline",
+            cr_assert_eq(counting_waker_woken(cw), 0, "the timer fired at +%llu ns, before its deadline "
+                         "(timer_wheel.h contract 1)",
                          (unsigned long long)(now - ORIGIN_NS));
     }
     uint64_t now = virtual_clock_now(s.vc);
     cr_assert_eq(counting_waker_woken(cw), 1, "the timer's waker was woken %u times after %u parks of the time "
-                 "driver; expected 1", counting_waker_woken(cw), parks);
-    cr_assert_eq(now, tick_up(deadline), "the timer fired at +%llu ns; expected its tick, +%llu ns",
+                 "driver; expected 1: each park waits until the next expiration (time_driver.h contract 1) and "
+                 "then fires what is due (contract 2)", counting_waker_woken(cw), parks);
+    cr_assert_eq(now, tick_up(deadline), "the timer fired at +%llu ns; expected its tick, +%llu ns "
+                 "(time_driver.h contract 1)",
                  (unsigned long long)(now - ORIGIN_NS), (unsigned long long)(tick_up(deadline) - ORIGIN_NS));
-    cr_assert_leq(parks, 3, "%u parks to reach one timer at level 1: one per level is enough", parks);
+    cr_assert_leq(parks, 3, "%u parks to reach one timer at level 1: one per level is enough "
+                  "(time_driver.h contract 1)", parks);
     cr_assert(time_timer_poll(s.td, &t, deadline, &wk), "a fired timer's poll did not say done");
     time_timer_cancel(s.td, &t);
     cr_assert_eq(counting_waker_counts(cw).live, 1, "a waker reference leaked: %ld live, expected 1 (the test's)",
@@ -73,10 +78,12 @@ LAB_TEST(time_driver, sub_ms_remainder_is_not_a_spin, 5)
     cr_assert_not(time_timer_poll(s.td, &t, deadline, &wk), "a timer 0.3 ms away said it was done");
     for (int i = 0; i < 5 && counting_waker_woken(cw) == 0; i++)
         driver_park(d, DRIVER_PARK_FOREVER);
-    cr_assert_eq(counting_waker_woken(cw), 1, "a timer 0.3 ms away was not fired after 5 parks");
+    cr_assert_eq(counting_waker_woken(cw), 1, "a timer 0.3 ms away was not fired after 5 parks "
+                 "(time_driver.h contracts 1 and 2)");
     cr_assert_gt(virtual_clock_last_timeout(s.vc), 0, "the inner driver was parked with a 0 ns timeout for a "
-                 "timer 0.3 ms away: a sub-ms remainder must not round down to 0 (a spin)");
-    cr_assert_eq(virtual_clock_parks(s.vc), 1, "%llu inner parks for a timer 0.3 ms away; expected 1",
+                 "timer 0.3 ms away: a sub-ms remainder must not round down to 0, a spin (time_driver.h contract 1)");
+    cr_assert_eq(virtual_clock_parks(s.vc), 1, "%llu inner parks for a timer 0.3 ms away; expected 1 "
+                 "(time_driver.h contract 1)",
                  (unsigned long long)virtual_clock_parks(s.vc));
     time_timer_cancel(s.td, &t);
     cr_assert_eq(counting_waker_counts(cw).live, 1, "a waker reference leaked");
@@ -97,12 +104,13 @@ LAB_TEST(time_driver, caller_timeout_when_earlier, 5)
     cr_assert_not(time_timer_poll(s.td, &t, ORIGIN_NS + 50 * MS_NS, &wk), "a timer 50 ms away said done");
     driver_park(d, (int64_t)(5 * MS_NS));
     cr_assert_eq(virtual_clock_now(s.vc), ORIGIN_NS + 5 * MS_NS, "park(5 ms) with a timer at 50 ms parked the "
-                 "inner driver until +%llu ns; expected +5 ms",
+                 "inner driver until +%llu ns; expected +5 ms, the caller's timeout (time_driver.h contract 1)",
                  (unsigned long long)(virtual_clock_now(s.vc) - ORIGIN_NS));
     cr_assert_eq(counting_waker_woken(cw), 0, "a timer 50 ms away fired after 5 ms");
     driver_park(d, DRIVER_PARK_FOREVER);
-    cr_assert_eq(virtual_clock_now(s.vc), ORIGIN_NS + 50 * MS_NS, "the next park did not run to the timer");
-    cr_assert_eq(counting_waker_woken(cw), 1, "the timer did not fire at 50 ms");
+    cr_assert_eq(virtual_clock_now(s.vc), ORIGIN_NS + 50 * MS_NS, "the next park did not run to the timer "
+                 "(time_driver.h contract 1)");
+    cr_assert_eq(counting_waker_woken(cw), 1, "the timer did not fire at 50 ms (time_driver.h contract 2)");
     time_timer_cancel(s.td, &t);
     counting_waker_free(cw);
     vstack_free(&s);
@@ -173,17 +181,21 @@ LAB_TEST(sleep, drop_cancels_at_once, 5)
     struct sleep sl = sleep_for(s.td, 10 * SEC_NS);
     struct future f = sleep_future(&sl);
     cr_assert_eq(future_poll(f, &cx, NULL), POLL_PENDING, "a 10 s sleep was Ready at once");
-    cr_assert_eq(time_driver_test_timers(s.td), 1, "a pending sleep registered %zu timers; expected 1",
+    cr_assert_eq(time_driver_test_timers(s.td), 1, "a pending sleep registered %zu timers; expected 1 "
+                 "(sleep.h contract 1)",
                  time_driver_test_timers(s.td));
     cr_assert_eq(future_poll(f, &cx, NULL), POLL_PENDING, "a 10 s sleep was Ready at once");
-    cr_assert_eq(time_driver_test_timers(s.td), 1, "a second poll registered a second timer (%zu)",
+    cr_assert_eq(time_driver_test_timers(s.td), 1, "a second poll registered a second timer (%zu; sleep.h contract 1)",
                  time_driver_test_timers(s.td));
-    cr_assert_eq(counting_waker_counts(cw).clones, 1, "a re-poll by the same task cloned the waker again");
+    cr_assert_eq(counting_waker_counts(cw).clones, 1, "a re-poll by the same task cloned the waker again "
+                 "(sleep.h contract 1)");
     future_drop(f);
-    cr_assert_eq(time_driver_test_timers(s.td), 0, "dropping a pending sleep left its timer in the wheel");
+    cr_assert_eq(time_driver_test_timers(s.td), 0, "dropping a pending sleep left its timer in the wheel; the drop "
+                 "must cancel it at once (sleep.h contract 3)");
     cr_assert_eq(time_driver_test_next_expiration(s.td), TIMER_WHEEL_NEVER,
-                 "after the only sleep was dropped, the next expiration must be NEVER");
-    cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending sleep kept its waker (%ld live)",
+                 "after the only sleep was dropped, the next expiration must be NEVER (sleep.h contract 3)");
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending sleep kept its waker (%ld live); the drop "
+                 "releases it (sleep.h contract 3)",
                  counting_waker_counts(cw).live);
     counting_waker_free(cw);
     vstack_free(&s);
@@ -376,7 +388,7 @@ static void real_sleep_200(uint64_t *late_ns, uint64_t *cpu_ns)
     uint64_t end = monotonic_ns();
     *cpu_ns = thread_cpu_ns() - c0;
     cr_assert_eq(st, EXECUTOR_OK, "block_on(sleep 200 ms) ended with %s", executor_status_str(st));
-    cr_assert_geq(end, deadline, "a 200 ms sleep ended %llu ns before its deadline",
+    cr_assert_geq(end, deadline, "a 200 ms sleep ended %llu ns before its deadline (sleep.h contract 1)",
                   (unsigned long long)(deadline - end));
     *late_ns = end - deadline;
     executor_free(ex);
@@ -391,7 +403,7 @@ LAB_TEST(timer_threads, real_sleep_costs_no_cpu, 10)
     lab_note("200 ms sleep: %.3f ms CPU, %.3f ms late", cpu / 1e6, late / 1e6);
     /* the bound stretches with the Valgrind lane, where that lane checks memory only */
     cr_assert_lt(cpu, 20 * MS_NS * LAB_TIMEOUT_SCALE, "waiting 200 ms on a sleep cost %.1f ms of CPU: the thread "
-                 "must park until the deadline, not spin", cpu / 1e6);
+                 "must park until the deadline, not spin (time_driver.h contract 1)", cpu / 1e6);
 }
 
 /* ---- a callback re-arming during firing, through the driver --------------------- */
@@ -536,7 +548,7 @@ LAB_TEST(combinators, loser_dropped_when_ready, 5)
     poll_to_ready(&s, select2_future(&sel), &winner, cw);
     cr_assert_eq(winner, 0, "select of a 10 ms and a 30 ms sleep: winner %d, expected 0", winner);
     cr_assert_eq(time_driver_test_timers(s.td), 0, "select returned Ready with the losing sleep's timer still in "
-                 "the wheel: the loser must be dropped at once, not when select is dropped");
+                 "the wheel: the loser must be dropped at once, not when select is dropped (combinators.h)");
     future_drop(select2_future(&sel));
 
     struct sleep inner = sleep_for(s.td, 10 * MS_NS);
@@ -545,7 +557,7 @@ LAB_TEST(combinators, loser_dropped_when_ready, 5)
     poll_to_ready(&s, timeout_future(&to), &res, cw);
     cr_assert_eq(res, TIMEOUT_OK, "a 10 ms sleep under a 1 h timeout: ELAPSED");
     cr_assert_eq(time_driver_test_timers(s.td), 0, "timeout returned Ready with its deadline's timer still in the "
-                 "wheel: the losing sleep must be dropped (cancelled) at once");
+                 "wheel: the losing sleep must be dropped (cancelled) at once (combinators.h)");
     future_drop(timeout_future(&to));
 
     unsigned drops = 0;
@@ -554,9 +566,10 @@ LAB_TEST(combinators, loser_dropped_when_ready, 5)
     poll_to_ready(&s, timeout_future(&to), &res, cw);
     cr_assert_eq(res, TIMEOUT_ELAPSED, "a never-ready future under a 50 ms timeout: OK");
     cr_assert_eq(drops, 1, "timeout returned ELAPSED but dropped the timed-out future %u times; it must drop it "
-                 "at once (cancellation by drop)", drops);
+                 "at once, cancellation by drop (combinators.h)", drops);
     future_drop(timeout_future(&to));
-    cr_assert_eq(drops, 1, "the timed-out future was dropped again when the timeout was dropped");
+    cr_assert_eq(drops, 1, "the timed-out future was dropped again when the timeout was dropped; a combinator drops "
+                 "each child once (combinators.h)");
     cr_assert_eq(counting_waker_counts(cw).live, 1, "waker references leaked: %ld live, expected 1",
                  counting_waker_counts(cw).live);
     counting_waker_free(cw);

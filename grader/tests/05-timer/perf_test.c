@@ -79,7 +79,7 @@ LAB_TEST(timer_perf, linear_insert_cancel_query, 120)
     lab_note("insert/cancel/next-expiration: n=%u %.3f ms, 10n %.3f ms, ratio %.1f", n, small / 1e6, big / 1e6, ratio);
     cr_assert_lt(ratio, 25.0, "ten times the timers cost %.1f times the time (n = %u: %.2f ms, 10n: %.2f ms): "
                  "insert, cancel and the next-expiration query must each be O(1) in the number of timers "
-                 "(an ordered list, or a scan of every entry, grows quadratically)",
+                 "(an ordered list, or a scan of every entry, grows quadratically; timer_wheel.h contracts 4 and 5)",
                  ratio, n, small / 1e6, big / 1e6);
 }
 
@@ -98,13 +98,13 @@ LAB_TEST(timer_perf, real_sleep_lateness, 10)
         enum executor_status st = executor_block_on(ex, sleep_future(&sl), NULL);
         uint64_t end = monotonic_ns();
         cr_assert_eq(st, EXECUTOR_OK, "block_on(sleep 200 ms) ended with %s", executor_status_str(st));
-        cr_assert_geq(end, deadline, "a 200 ms sleep ended early");
+        cr_assert_geq(end, deadline, "a 200 ms sleep ended early (sleep.h contract 1)");
         if (end - deadline > worst)
             worst = end - deadline;
     }
     lab_note("200 ms sleep, worst of 3: %.3f ms late", worst / 1e6);
-    cr_assert_lt(worst, 50 * MS_NS, "a 200 ms sleep ended %.1f ms late (allowed: 50 ms): the driver must park "
-                 "until the next expiration and fire then", worst / 1e6);
+    cr_assert_lt(worst, 50 * MS_NS, "a 200 ms sleep ended %.1f ms late (allowed: 50 ms): an idle driver must park "
+                 "until the next expiration and fire then (time_driver.h contracts 1 and 5)", worst / 1e6);
     executor_free(ex);
     time_driver_free(td);
     parker_release(p);

@@ -70,7 +70,7 @@ LAB_TEST(shutdown_at, armed_and_fired_timers, 10)
     cr_assert_eq(countdown_drops, 1, "the future inside a pending timeout was dropped %u times by executor_free, "
                  "not once", countdown_drops);
     cr_assert_eq(time_driver_test_timers(s.td), 0, "%zu timers still registered after executor_free dropped every "
-                 "task that armed one: dropping a sleep (or a timeout) must cancel its timer",
+                 "task that armed one: dropping a sleep (or a timeout) must cancel its timer (sleep.h contract 3)",
                  time_driver_test_timers(s.td));
     for (int i = 0; i <= SLEEPS; i++)
         expect_join_cancelled(jh[i], i < FIRED ? "a task woken by its timer, not yet run" : "a sleeping task");
@@ -79,5 +79,5 @@ LAB_TEST(shutdown_at, armed_and_fired_timers, 10)
     struct alloc_counts ac = alloc_count_stop();
     cr_assert_eq(ac.frees, ac.allocs, "%llu allocations, %llu frees after executor_free with tasks waiting on "
                  "timers: a sleep dropped while armed must give back the waker its timer held, or its task is "
-                 "never freed", (unsigned long long)ac.allocs, (unsigned long long)ac.frees);
+                 "never freed (sleep.h contract 3)", (unsigned long long)ac.allocs, (unsigned long long)ac.frees);
 }

@@ -57,15 +57,20 @@ LAB_TEST(timer_wheel, expiry_order_across_levels, 10)
         int i = log.ids[k];
         if (k > 0)
             cr_assert_leq(t[log.ids[k - 1]].deadline, t[i].deadline,
-                          "timers fired out of order: deadline +%llu ns fired after +%llu ns",
+                          "timers fired out of order: deadline +%llu ns fired after +%llu ns "
+                          "(timer_wheel.h contract 3)",
                           (unsigned long long)(t[log.ids[k - 1]].deadline - ORIGIN_NS),
                           (unsigned long long)(t[i].deadline - ORIGIN_NS));
         cr_assert_eq(log.at[k], tick_up(t[i].deadline),
                      "a timer due at +%llu ns fired at +%llu ns; driven by next_expiration it must fire "
-                     "exactly at its deadline rounded up to the tick (+%llu ns)",
+                     "exactly at its deadline rounded up to the tick (+%llu ns): %s",
                      (unsigned long long)(t[i].deadline - ORIGIN_NS),
                      (unsigned long long)(log.at[k] - ORIGIN_NS),
-                     (unsigned long long)(tick_up(t[i].deadline) - ORIGIN_NS));
+                     (unsigned long long)(tick_up(t[i].deadline) - ORIGIN_NS),
+                     log.at[k] < tick_up(t[i].deadline)
+                         ? "never before it (timer_wheel.h contract 1)"
+                         : "next_expiration must not answer a time past it, and that advance must fire it "
+                           "(timer_wheel.h contracts 5 and 2)");
     }
     rec_log_free(&log);
     timer_wheel_free(w);
@@ -97,11 +102,13 @@ LAB_TEST(timer_wheel, never_early_late_under_one_tick, 20)
         rec_advance(w, &log, now);
         for (; seen < log.n; seen++) {
             struct rec_timer *x = &t[log.ids[seen]];
-            cr_assert_geq(now, x->deadline, "a timer fired early: deadline +%llu ns, fired by an advance to +%llu ns",
+            cr_assert_geq(now, x->deadline, "a timer fired early: deadline +%llu ns, fired by an advance to +%llu ns; "
+                          "it may fire only once now reaches its deadline rounded up to the tick "
+                          "(timer_wheel.h contract 1)",
                           (unsigned long long)(x->deadline - ORIGIN_NS), (unsigned long long)(now - ORIGIN_NS));
             cr_assert_lt(prev, tick_up(x->deadline),
                          "a timer fired late: deadline +%llu ns (rounded up: +%llu ns) was already due at the "
-                         "advance to +%llu ns, but fired only at the next one (+%llu ns)",
+                         "advance to +%llu ns, but fired only at the next one, +%llu ns (timer_wheel.h contract 2)",
                          (unsigned long long)(x->deadline - ORIGIN_NS),
                          (unsigned long long)(tick_up(x->deadline) - ORIGIN_NS),
                          (unsigned long long)(prev - ORIGIN_NS), (unsigned long long)(now - ORIGIN_NS));
@@ -125,15 +132,16 @@ LAB_TEST(timer_wheel, fires_at_the_tick_not_before, 5)
     rec_timer_init(&a, &log, 0, d);
     timer_wheel_insert(w, &a.entry, d);
     rec_advance(w, &log, d);
-    cr_assert_eq(log.n, 0, "a timer fired at its exact deadline, which is not on a tick: it must wait for the tick");
+    cr_assert_eq(log.n, 0, "a timer fired at its exact deadline, which is not on a tick: it must wait for the tick "
+                 "(timer_wheel.h contract 1)");
     rec_advance(w, &log, tick_up(d) - 1);
-    cr_assert_eq(log.n, 0, "a timer fired 1 ns before its deadline's tick");
+    cr_assert_eq(log.n, 0, "a timer fired 1 ns before its deadline's tick (timer_wheel.h contract 1)");
     cr_assert_eq(timer_wheel_next_expiration(w), tick_up(d),
                  "next expiration is +%llu ns; expected the deadline's tick, +%llu ns",
                  (unsigned long long)(timer_wheel_next_expiration(w) - ORIGIN_NS),
                  (unsigned long long)(tick_up(d) - ORIGIN_NS));
     rec_advance(w, &log, tick_up(d));
-    cr_assert_eq(log.n, 1, "a timer did not fire at its deadline's tick");
+    cr_assert_eq(log.n, 1, "a timer did not fire at its deadline's tick (timer_wheel.h contract 2)");
     cr_assert_not(timer_entry_armed(&a.entry), "a fired entry still says it is armed");
     rec_log_free(&log);
     timer_wheel_free(w);
@@ -149,15 +157,19 @@ LAB_TEST(timer_wheel, cancel_before_fire, 5)
     rec_timer_init(&b, &log, 1, ORIGIN_NS + 20 * MS_NS);
     timer_wheel_insert(w, &a.entry, a.deadline);
     timer_wheel_insert(w, &b.entry, b.deadline);
-    cr_assert(timer_wheel_cancel(w, &a.entry), "cancelling an armed timer must return true");
+    cr_assert(timer_wheel_cancel(w, &a.entry), "cancelling an armed timer must return true "
+              "(timer_wheel.h contract 8)");
     cr_assert_eq(timer_wheel_len(w), 1, "after one cancel of two timers, len is %zu; expected 1", timer_wheel_len(w));
     cr_assert_eq(timer_wheel_next_expiration(w), tick_up(b.deadline),
-                 "after cancelling the earlier timer, the next expiration must be the later one's");
-    cr_assert(timer_wheel_cancel(w, &b.entry), "cancelling an armed timer must return true");
+                 "after cancelling the earlier timer, the next expiration must be the later one's: cancel "
+                 "removes the entry and clears its slot's bit once the slot is empty (timer_wheel.h contract 8)");
+    cr_assert(timer_wheel_cancel(w, &b.entry), "cancelling an armed timer must return true "
+              "(timer_wheel.h contract 8)");
     cr_assert_eq(timer_wheel_next_expiration(w), TIMER_WHEEL_NEVER,
-                 "with every timer cancelled, the next expiration must be NEVER (a slot bit was left set?)");
+                 "with every timer cancelled, the next expiration must be NEVER: cancel removes the entry, and "
+                 "the bit of a slot it empties (timer_wheel.h contract 8)");
     rec_advance(w, &log, ORIGIN_NS + SEC_NS);
-    cr_assert_eq(log.n, 0, "a cancelled timer fired");
+    cr_assert_eq(log.n, 0, "a cancelled timer fired (timer_wheel.h contract 8)");
     rec_log_free(&log);
     timer_wheel_free(w);
 }
@@ -174,7 +186,8 @@ LAB_TEST(timer_wheel, cancel_after_fire_and_twice, 5)
     cr_assert_not(timer_wheel_cancel(w, &c.entry), "cancelling a timer never inserted must return false");
     timer_wheel_insert(w, &a.entry, a.deadline);
     timer_wheel_insert(w, &b.entry, b.deadline);
-    cr_assert(timer_wheel_cancel(w, &b.entry), "cancelling an armed timer must return true");
+    cr_assert(timer_wheel_cancel(w, &b.entry), "cancelling an armed timer must return true "
+              "(timer_wheel.h contract 8)");
     cr_assert_not(timer_wheel_cancel(w, &b.entry), "cancelling a timer twice: the second cancel must return false");
     cr_assert_eq(timer_wheel_len(w), 1, "a second cancel changed the count: len %zu, expected 1", timer_wheel_len(w));
     rec_advance(w, &log, ORIGIN_NS + 10 * MS_NS);
@@ -195,17 +208,18 @@ LAB_TEST(timer_wheel, rearm_moves_and_refires, 5)
     rec_timer_init(&a, &log, 0, 0);
     timer_wheel_insert(w, &a.entry, ORIGIN_NS + 5 * SEC_NS);
     timer_wheel_insert(w, &a.entry, ORIGIN_NS + 10 * MS_NS); /* moves it */
-    cr_assert_eq(timer_wheel_len(w), 1, "re-inserting an armed timer must move it, not add a second: len %zu",
+    cr_assert_eq(timer_wheel_len(w), 1, "re-inserting an armed timer must move it, not add a second: len %zu "
+                 "(timer_wheel.h contract 9)",
                  timer_wheel_len(w));
     cr_assert_eq(timer_wheel_next_expiration(w), ORIGIN_NS + 10 * MS_NS,
-                 "after moving a timer from 5 s to 10 ms the next expiration must be 10 ms");
+                 "after moving a timer from 5 s to 10 ms the next expiration must be 10 ms (timer_wheel.h contract 9)");
     rec_advance(w, &log, ORIGIN_NS + 10 * MS_NS);
     cr_assert_eq(log.n, 1, "the moved timer did not fire at its new deadline");
     timer_wheel_insert(w, &a.entry, ORIGIN_NS + 30 * MS_NS); /* re-arm after fire */
     cr_assert_eq(timer_wheel_len(w), 1, "a timer re-armed after firing must count once: len %zu", timer_wheel_len(w));
     rec_advance(w, &log, ORIGIN_NS + 6 * SEC_NS);
     cr_assert_eq(log.n, 2, "a timer re-armed after firing fired %zu times in total; expected 2 "
-                 "(the old 5 s placement must be gone)", log.n);
+                 "(the old 5 s placement must be gone: timer_wheel.h contract 9)", log.n);
     rec_log_free(&log);
     timer_wheel_free(w);
 }
@@ -234,7 +248,8 @@ LAB_TEST(timer_wheel, many_timers_one_slot, 20)
     rec_advance(w, &log, d - 1);
     cr_assert_eq(log.n, 0, "timers fired 1 ns before their tick");
     size_t fired = rec_advance(w, &log, d);
-    cr_assert_eq(fired, n - cancelled, "one advance fired %zu of %u due timers", fired, n - cancelled);
+    cr_assert_eq(fired, n - cancelled, "one advance fired %zu of %u due timers; an advance fires every due timer, "
+                 "however many share a slot (timer_wheel.h contract 2)", fired, n - cancelled);
     cr_assert_eq(log.n, n - cancelled, "%zu callbacks ran; expected %u", log.n, n - cancelled);
     for (size_t k = 0; k < log.n; k++)
         cr_assert_neq(log.ids[k] % 3, 0, "a cancelled timer (id %d) fired", log.ids[k]);
@@ -268,7 +283,7 @@ LAB_TEST(timer_wheel, cascades_through_every_level, 10)
         while (timer_entry_armed(&a.entry) && jumps < 100) {
             uint64_t next = timer_wheel_next_expiration(w);
             cr_assert_leq(next, tick_up(a.deadline), "next expiration +%llu ns lies after the only timer's deadline "
-                          "+%llu ns: a driver parking until then would oversleep",
+                          "+%llu ns: a driver parking until then would oversleep (timer_wheel.h contract 5)",
                           (unsigned long long)(next - ORIGIN_NS), (unsigned long long)(a.deadline - ORIGIN_NS));
             rec_advance(w, &log, next);
             jumps++;
@@ -282,9 +297,14 @@ LAB_TEST(timer_wheel, cascades_through_every_level, 10)
         }
         cr_assert_eq(log.n, 1, "a timer %llu ns away did not fire after %u jumps",
                      (unsigned long long)offs[k], jumps);
-        cr_assert_eq(log.at[0], tick_up(a.deadline), "a timer %llu ns away fired at +%llu ns; expected +%llu ns",
+        cr_assert_eq(log.at[0], tick_up(a.deadline), "a timer %llu ns away fired at +%llu ns; expected +%llu ns, "
+                     "%s",
                      (unsigned long long)offs[k], (unsigned long long)(log.at[0] - ORIGIN_NS),
-                     (unsigned long long)(tick_up(a.deadline) - ORIGIN_NS));
+                     (unsigned long long)(tick_up(a.deadline) - ORIGIN_NS),
+                     log.at[0] < tick_up(a.deadline)
+                         ? "its tick: cascading moves it down a level, never fires it before its tick "
+                           "(timer_wheel.h contract 1)"
+                         : "the first advance at or past its tick (timer_wheel.h contract 2)");
         cr_assert_leq(jumps, (unsigned)first + 1, "%u jumps for a timer starting at level %d: a cascade should "
                       "take it down at least one level per jump", jumps, first);
         (void)visited;
@@ -308,9 +328,9 @@ LAB_TEST(timer_wheel, beyond_the_range, 10)
     timer_wheel_insert(w, &b.entry, b.deadline);
     unsigned jumps = rec_run_to_empty(w, &log, 1000);
     cr_assert_eq(log.n, 2, "%zu of 2 timers fired after %u jumps (one 5 years away)", log.n, jumps);
-    cr_assert_eq(log.ids[1], 0, "the 5-year timer fired before the 10 ms one");
+    cr_assert_eq(log.ids[1], 0, "the 5-year timer fired before the 10 ms one (timer_wheel.h contract 6)");
     cr_assert_eq(log.at[1], tick_up(far), "a timer 5 years away fired at +%llu ns, expected +%llu ns "
-                 "(clamping it to the wheel's range fires it early)",
+                 "(clamping it to the wheel's range fires it early: timer_wheel.h contract 6)",
                  (unsigned long long)(log.at[1] - ORIGIN_NS), (unsigned long long)(tick_up(far) - ORIGIN_NS));
     rec_log_free(&log);
     timer_wheel_free(w);
@@ -349,7 +369,7 @@ LAB_TEST(timer_wheel, rearm_from_callback, 5)
     now = ORIGIN_NS + 5 * MS_NS;
     size_t fired = timer_wheel_advance(w, now, 0);
     cr_assert_eq(fired, 1, "an advance fired %zu times; a timer re-armed 64 ms ahead from its callback "
-                 "must not fire again in the same advance", fired);
+                 "must not fire again in the same advance (timer_wheel.h contract 7)", fired);
     cr_assert(timer_entry_armed(&r.entry), "a timer re-armed from its own callback is not armed");
     uint64_t next = timer_wheel_next_expiration(w);
     cr_assert(next > now && next <= ORIGIN_NS + 69 * MS_NS,
@@ -381,13 +401,16 @@ LAB_TEST(timer_wheel, rearm_due_from_callback, 5)
     now = ORIGIN_NS + 3 * MS_NS;
     size_t fired = timer_wheel_advance(w, now, 0);
     cr_assert_eq(fired, 1, "one advance fired %zu times: a timer re-armed as already due from its callback "
-                 "must wait for the next advance (else a callback can loop an advance forever)", fired);
+                 "must wait for the next advance, else a callback can loop an advance forever "
+                 "(timer_wheel.h contract 7)", fired);
     cr_assert_leq(timer_wheel_next_expiration(w), now,
-                  "a timer re-armed as already due must make next_expiration <= now");
+                  "a timer re-armed as already due must make next_expiration <= now (timer_wheel.h contract 5)");
     fired = timer_wheel_advance(w, now, 0);
-    cr_assert_eq(fired, 1, "the due re-armed timer did not fire in the next advance (fired %zu)", fired);
+    cr_assert_eq(fired, 1, "the due re-armed timer did not fire in the next advance (fired %zu; "
+                 "timer_wheel.h contract 7)", fired);
     fired = timer_wheel_advance(w, now, 0);
-    cr_assert_eq(fired, 1, "the due re-armed timer did not fire in the next advance (fired %zu)", fired);
+    cr_assert_eq(fired, 1, "the due re-armed timer did not fire in the next advance (fired %zu; "
+                 "timer_wheel.h contract 7)", fired);
     cr_assert_eq(timer_wheel_len(w), 0, "len %zu at the end", timer_wheel_len(w));
     timer_wheel_free(w);
 }
@@ -500,17 +523,20 @@ LAB_TEST(timer_wheel, next_expiration_matches_model, 20)
             for (unsigned j = 0; j < n; j++) {
                 if (armed[j] && tick_up(t[j].deadline) <= now) {
                     cr_assert_not(timer_entry_armed(&t[j].entry), "op %u: a timer due at +%llu ns did not fire in "
-                                  "an advance to +%llu ns", op, (unsigned long long)(t[j].deadline - ORIGIN_NS),
+                                  "an advance to +%llu ns (timer_wheel.h contract 2)", op,
+                                  (unsigned long long)(t[j].deadline - ORIGIN_NS),
                                   (unsigned long long)(now - ORIGIN_NS));
                     armed[j] = false;
                     expect++;
                 } else if (armed[j]) {
                     cr_assert(timer_entry_armed(&t[j].entry), "op %u: a timer due at +%llu ns fired early, in an "
-                              "advance to +%llu ns", op, (unsigned long long)(t[j].deadline - ORIGIN_NS),
+                              "advance to +%llu ns (timer_wheel.h contract 1)", op,
+                              (unsigned long long)(t[j].deadline - ORIGIN_NS),
                               (unsigned long long)(now - ORIGIN_NS));
                 }
             }
-            cr_assert_eq(fired, expect, "op %u: advance fired %zu timers; %zu were due", op, fired, expect);
+            cr_assert_eq(fired, expect, "op %u: advance fired %zu timers; %zu were due (timer_wheel.h contracts 1 "
+                         "and 2)", op, fired, expect);
             what = "advance";
         }
         size_t count = 0;
@@ -527,12 +553,15 @@ LAB_TEST(timer_wheel, next_expiration_matches_model, 20)
                      timer_wheel_len(w), count);
         uint64_t next = timer_wheel_next_expiration(w);
         if (count == 0) {
-            cr_assert_eq(next, TIMER_WHEEL_NEVER, "op %u (%s): nothing armed, but next expiration is not NEVER", op, what);
+            cr_assert_eq(next, TIMER_WHEEL_NEVER, "op %u (%s): nothing armed, but next expiration is not NEVER "
+                         "(timer_wheel.h contract 5)", op, what);
             continue;
         }
-        cr_assert_neq(next, TIMER_WHEEL_NEVER, "op %u (%s): %zu armed, but next expiration is NEVER", op, what, count);
+        cr_assert_neq(next, TIMER_WHEEL_NEVER, "op %u (%s): %zu armed, but next expiration is NEVER "
+                      "(timer_wheel.h contract 5)", op, what, count);
         uint64_t hi = ORIGIN_NS + min_tick * MS_NS;
-        cr_assert_leq(next, hi, "op %u (%s): next expiration +%llu ns is after the earliest deadline's tick +%llu ns",
+        cr_assert_leq(next, hi, "op %u (%s): next expiration +%llu ns is after the earliest deadline's tick "
+                      "+%llu ns: a driver parking until then oversleeps it (timer_wheel.h contract 5)",
                       op, what, (unsigned long long)(next - ORIGIN_NS), (unsigned long long)(hi - ORIGIN_NS));
         uint64_t diff = (elapsed ^ min_tick) | 63;
         int level = diff >= TIMER_WHEEL_RANGE_TICKS ? TIMER_WHEEL_LEVELS - 1 : (63 - __builtin_clzll(diff)) / 6;
@@ -542,7 +571,8 @@ LAB_TEST(timer_wheel, next_expiration_matches_model, 20)
             lo_tick = elapsed;
         uint64_t lo = ORIGIN_NS + lo_tick * MS_NS;
         cr_assert_geq(next, lo, "op %u (%s): next expiration +%llu ns is before the start of the earliest timer's "
-                      "slot (+%llu ns, level %d)", op, what, (unsigned long long)(next - ORIGIN_NS),
+                      "slot (+%llu ns, level %d): it must be the time of the earliest non-empty slot, never an "
+                      "emptied one's (timer_wheel.h contract 5)", op, what, (unsigned long long)(next - ORIGIN_NS),
                       (unsigned long long)(lo - ORIGIN_NS), level);
     }
     for (unsigned i = 0; i < n; i++)
