@@ -68,7 +68,9 @@ static bool park_finds_a_token(struct parker *p)
     bool returned_alone = done_wait(&b.done, 50);
     if (!returned_alone)
         parker_unpark(p); /* now let it go */
-    cr_assert(bg_park_finish(&b, STAGE02_RESCUE_MS), "parker_park() did not return after parker_unpark()");
+    cr_assert(bg_park_finish(&b, STAGE02_RESCUE_MS),
+              "parker_park() did not return after parker_unpark(): the token the next park takes was lost "
+              "(parker.h contracts 1 and 2)");
     return returned_alone;
 }
 
