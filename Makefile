@@ -9,8 +9,8 @@
 #   make check STAGE=1               the quick pass: no Valgrind/TSan/perf, race items once
 #   make watch STAGE=1               make check again on every save
 #   make debug STAGE=1 TEST=s/name   one test in gdb, built at -O0, in one process (GDB=0: without gdb)
-#   (in a stage folder, e.g. labs/01-signal: make grade, check, watch, debug TEST=.., hint ITEM=..
-#    take that stage of that tree)
+#   (in a stage folder, e.g. labs/01-signal: make grade, check, watch, debug TEST=.., hint ITEM=..,
+#    trace take that stage of that tree; trace writes trace.json in that folder)
 #   make compile_commands.json       for clangd: every file with the grader's flags
 #   make hint STAGE=1 ITEM=latest-waker   the next hint for one rubric item (RESET=1: start over;
 #                                    without ITEM: the stage's items and the hints seen)
@@ -26,6 +26,7 @@
 #   make grade RESULTS=r.json UNJUDGED=omit   an item not judged counts 0 of 0 (default: 0 of its points)
 #   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
 #   make test                        the project's own tests
+#   make checkpoints                 grade every chapter checkpoint on a tree with only its steps written (~1 min)
 #   make labs                        regenerate labs/ from solutions/
 #   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
@@ -45,6 +46,8 @@ ifneq ($(STAGE_FOLDER),)
 STAGE ?= $(notdir $(STAGE_FOLDER))
 TARGET ?= $(patsubst %/,%,$(dir $(STAGE_FOLDER)))
 endif
+# The folder's own stage: then the commands a tool suggests need no STAGE=.
+HERE = $(if $(STAGE_FOLDER),$(filter $(notdir $(STAGE_FOLDER)),$(STAGE)))
 
 TARGET ?= labs
 STAGE ?=
@@ -122,7 +125,8 @@ deps:
 # reached is kept in .hints. Needs Python only, so no deps.
 hint:
 	$(call CHECK,hint --stage="$(STAGE)" --item="$(ITEM)")
-	@$(or $(PY),python3) $(ROOT)/grader/tools.py hint --stage "$(STAGE)" --item "$(ITEM)" $(if $(RESET),--reset)
+	@$(or $(PY),python3) $(ROOT)/grader/tools.py hint --stage "$(STAGE)" --item "$(ITEM)" $(if $(RESET),--reset) \
+	    $(if $(HERE),--in-stage-folder)
 
 # The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
 trace:
@@ -132,9 +136,10 @@ trace:
 
 clean:
 	cd "$(ROOT)" && rm -rf build examples/06-reactor/build examples/07-work-stealing/build trace.json trace.png compile_commands.json
+	$(if $(STAGE_FOLDER),rm -f "$(CURDIR)/trace.json" "$(CURDIR)/trace.png")
 
 #+instructors
-.PHONY: grade-class test labs labs-check quotes quotes-check handout autograder deps-test bench docs docs-serve
+.PHONY: grade-class test checkpoints labs labs-check quotes quotes-check handout autograder deps-test bench docs docs-serve
 
 grade-class: deps
 	$(call CHECK,grade-class --submissions="$(SUBMISSIONS)" --stage="$(STAGE)" --items="$(ITEMS)" --jobs="$(JOBS)" --hidden="$(HIDDEN)")
@@ -144,6 +149,13 @@ grade-class: deps
 test: deps-test labs-check quotes-check
 	@$(NEED_PY)
 	@cd "$(ROOT)" && $(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
+
+# Not part of test (a minute of gradings): the chapters' "A good order:" steps
+# (grader/authoring/steps.py), each checkpoint graded with only its steps written.
+checkpoints: deps-test
+	@$(NEED_PY)
+	@cd "$(ROOT)" && LAB_CHECKPOINTS=1 $(PY) -m pytest -p no:cacheprovider -q --no-header -rfE \
+	    grader/selftest/test_checkpoints.py -n 2
 
 labs:
 	@python3 $(ROOT)/grader/authoring/skeleton.py --write

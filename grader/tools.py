@@ -248,7 +248,7 @@ def save_hint_state(path, state):
     path.write_text("".join(f"{k} {v}\n" for k, v in sorted(state.items()) if v > 0))
 
 
-def hint(stage_spec, item, reset, state_path=None, hints_dir=None):
+def hint(stage_spec, item, reset, state_path=None, hints_dir=None, in_stage_folder=False):
     stages, selected = invocation.check_stages(ROOT / "grader" / "rubric", stage_spec)
     if not stage_spec:
         raise rubric.RubricError("usage: make hint STAGE=n ITEM=item [RESET=1] "
@@ -271,7 +271,8 @@ def hint(stage_spec, item, reset, state_path=None, hints_dir=None):
         print(f"hints of {stage.name}{'/' + item if item else ''} start again at level 1")
         return 0
     if not item:
-        print(f"{stage.name}: make hint STAGE={stage.number} ITEM=<item> shows the next hint of one item")
+        command = "make hint" if in_stage_folder else f"make hint STAGE={stage.number}"
+        print(f"{stage.name}: {command} ITEM=<item> shows the next hint of one item")
         for i in ids:
             seen, k = state.get(f"{stage.name}/{i}", 0), len(hints.get(i, []))
             print(f"  {i:28} {f'{min(seen, k)} of {k} seen' if k else 'no written hints'}")
@@ -314,6 +315,7 @@ def main():
     h.add_argument("--item", default="")
     h.add_argument("--reset", action="store_true")
     h.add_argument("--state", type=pathlib.Path, default=None, help="the state file (default: .hints)")
+    h.add_argument("--in-stage-folder", action="store_true", help="typed in the stage's folder: say no STAGE=")
     a = sub.add_parser("args", help="check make's variables: one line and exit 2 when one is wrong")
     a.add_argument("kind", choices=("grade", "watch", "debug", "hint", "grade-class"))
     for opt in ("target", "stage", "items", "item", "test", "seed", "budget", "valgrind-scale", "hidden",
@@ -324,7 +326,7 @@ def main():
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.cmd == "hint":
         try:
-            return hint(args.stage, args.item, args.reset, args.state)
+            return hint(args.stage, args.item, args.reset, args.state, in_stage_folder=args.in_stage_folder)
         except rubric.RubricError as e:
             print(f"make hint: {e}", file=sys.stderr)
             return 2

@@ -15,8 +15,8 @@ labs/ (answer keys stay with the solutions).
 
 Every stage folder, in labs/ and in solutions/, gets the same small Makefile
 (STAGE_MAKEFILE below, written by --write, checked by --check): `make grade`,
-`make check`, `make watch`, `make debug TEST=..`, `make hint ITEM=..` typed
-there grade that stage of that tree through the lab's own Makefile, which
+`make check`, `make watch`, `make debug TEST=..`, `make hint ITEM=..`, `make
+trace` typed there work on that stage of that tree through the lab's own Makefile, which
 infers STAGE and TARGET from the folder. The grader never takes it in (it
 compiles a stage's .c and .h files only).
 
@@ -39,7 +39,7 @@ END = re.compile(r"^[ \t]*/\* END STUDENT \*/\s*$")
 
 
 STAGE_MAKEFILE = """\
-# make grade, check, watch, debug TEST=suite/name, hint ITEM=id: typed here, they
+# make grade, check, watch, debug TEST=suite/name, hint ITEM=id, trace: typed here, they
 # work on this stage of this tree, through the lab's Makefile (written by make labs)
 LAB_ROOT := $(or $(LAB_ROOT),$(dir $(lastword $(MAKEFILE_LIST)))../..)
 $(if $(wildcard $(LAB_ROOT)/grader/grade),,$(error no lab in $(abspath $(LAB_ROOT)), two folders up: make grade LAB_ROOT=/path/to/the/lab))
@@ -72,19 +72,25 @@ def param_names(params):
     return names
 
 
-def function_params(header):
-    """Parameter names when `header` ends with "name(params)", else []."""
+def function_call(header):
+    """(name, parameter list) when `header` ends with "name(params)", else None."""
     if not header.endswith(")"):
-        return []
+        return None
     depth = 0
     for k in range(len(header) - 1, -1, -1):
         depth += {")": 1, "(": -1}.get(header[k], 0)
         if depth == 0:
             m = re.search(r"([A-Za-z_]\w*)\s*$", header[:k])
             if not m or m.group(1) in ("if", "while", "for", "switch", "return", "sizeof"):
-                return []
-            return param_names(split_top_level(header[k + 1:-1]))
-    return []
+                return None
+            return m.group(1), header[k + 1:-1]
+    return None
+
+
+def function_params(header):
+    """Parameter names when `header` ends with "name(params)", else []."""
+    call = function_call(header)
+    return param_names(split_top_level(call[1])) if call else []
 
 
 def split_top_level(params):
@@ -101,9 +107,9 @@ def split_top_level(params):
     return parts
 
 
-def enclosing_params(lines, index):
-    """Parameters of the function whose body contains lines[index], if the
-    region starts right inside a function body."""
+def enclosing_header(lines, index):
+    """The text before the "{" of the block around lines[index] ("" at the
+    top level of the file)."""
     depth = 0
     for j in range(index - 1, -1, -1):
         line = lines[j]
@@ -111,12 +117,29 @@ def enclosing_params(lines, index):
         if depth < 0:
             # the "{" that opens the block around the region
             header = " ".join(l.strip() for l in lines[max(0, j - 6): j + 1])
-            header = header.rsplit("{", 1)[0].strip()
-            return function_params(header)
-    return []
+            return header.rsplit("{", 1)[0].strip()
+    return ""
 
 
-def studentize(text, origin):
+def enclosing_params(lines, index):
+    """Parameters of the function whose body contains lines[index], if the
+    region starts right inside a function body."""
+    return function_params(enclosing_header(lines, index))
+
+
+def owner_name(header):
+    """What a region belongs to, by name: the function ("park_until") or the
+    struct ("struct parker") whose braces hold it; "" at the top level."""
+    call = function_call(header)
+    if call:
+        return call[0]
+    m = re.search(r"\b(struct|union)\s+([A-Za-z_]\w*)\s*$", header)
+    return f"{m.group(1)} {m.group(2)}" if m else ""
+
+
+def regions(text, origin):
+    """The student regions of one file, in order: (first line index, last
+    line index, kind ("", "FIELDS" or "HIDDEN"), hint, owner (owner_name))."""
     lines = text.split("\n")
     out = []
     i = 0
@@ -125,7 +148,6 @@ def studentize(text, origin):
         if not m:
             if END.match(lines[i]):
                 raise MarkerError(f"{origin}:{i + 1}: END STUDENT without BEGIN")
-            out.append(lines[i])
             i += 1
             continue
         start = i
@@ -136,18 +158,39 @@ def studentize(text, origin):
             j += 1
         if j == len(lines):
             raise MarkerError(f"{origin}:{start + 1}: BEGIN STUDENT without END")
-        indent, kind, hint = m.group("indent"), (m.group("kind") or "").strip(), (m.group("hint") or "").strip()
-        if kind == "HIDDEN":
+        kind, hint = (m.group("kind") or "").strip(), (m.group("hint") or "").strip()
+        if not kind and not hint:
+            raise MarkerError(f"{origin}:{start + 1}: a code region needs a hint: /* BEGIN STUDENT: hint */")
+        out.append((start, j, kind, hint, owner_name(enclosing_header(lines, start))))
+        i = j + 1
+    return out
+
+
+def studentize(text, origin, written=None):
+    """The skeleton of one solution file. written: the owners (owner_name)
+    whose regions keep the reference code, for a tree of a student part way
+    through a stage; a file with one of them keeps its HIDDEN helpers too,
+    for that code to call."""
+    lines = text.split("\n")
+    out = []
+    i = 0
+    found = regions(text, origin)
+    helpers = any(kind != "HIDDEN" and owner in (written or ()) for _, _, kind, _, owner in found)
+    for start, end, kind, hint, owner in found:
+        out += lines[i:start]
+        i = end + 1
+        indent = BEGIN.match(lines[start]).group("indent")
+        if (kind == "HIDDEN" and helpers) or (kind != "HIDDEN" and owner in (written or ())):
+            out += lines[start + 1:end]
+        elif kind == "HIDDEN":
             pass
         elif kind == "FIELDS":
             out.append(f"{indent}int todo_your_fields_here; /* TODO: {hint or 'your fields'} */")
         else:
-            if not hint:
-                raise MarkerError(f"{origin}:{start + 1}: a code region needs a hint: /* BEGIN STUDENT: hint */")
             for name in enclosing_params(lines, start):
                 out.append(f"{indent}(void){name};")
             out.append(f'{indent}LAB_TODO("{c_string(hint)}");')
-        i = j + 1
+    out += lines[i:]
     return "\n".join(out)
 
 
@@ -180,9 +223,9 @@ def stage_dirs(root):
     return sorted(p for p in root.iterdir() if p.is_dir())
 
 
-def generate(src_root, dst_root, only=None):
+def generate(src_root, dst_root, only=None, written=None):
     """Writes every stage of src_root (or those named in `only`) into
-    dst_root."""
+    dst_root; written: as for studentize."""
     for stage in stage_dirs(src_root):
         if only and not any(stage.name == o or stage.name.startswith(o + "-") for o in only):
             continue
@@ -195,7 +238,7 @@ def generate(src_root, dst_root, only=None):
             target = dst_root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             if f.suffix in (".c", ".h"):
-                text = studentize(f.read_text(), str(rel))
+                text = studentize(f.read_text(), str(rel), written)
                 if needs_todo_include(text):
                     text = add_todo_include(text)
                 target.write_text(text)

@@ -33,11 +33,12 @@ class Graded:
         return self.results.get("score", 0)
 
 
-def grade(tmp_path, target, stage=None, items=None, extra=(), timeout=1200, env=None):
-    """Runs `make grade` exactly as a user would (env: variables added to
-    the environment); returns what it printed and the Gradescope results."""
+def grade(tmp_path, target, stage=None, items=None, extra=(), timeout=1200, env=None, command="grade"):
+    """Runs `make grade` (or command="check": the quick pass) exactly as a
+    user would (env: variables added to the environment); returns what it
+    printed and the Gradescope results."""
     results = tmp_path / f"results-{time.monotonic_ns()}.json"
-    cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), "grade", f"TARGET={target}",
+    cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), command, f"TARGET={target}",
            f"RESULTS={results}"]
     if stage:
         cmd.append(f"STAGE={stage}")
@@ -102,8 +103,16 @@ MUTANT_ENV = {"LAB_GIVEN_FROM_TARGET": "1"}
 
 def apply_mutant(m, dest):
     """A copy of solutions/ with the mutant's patch applied."""
+    return apply_mutants([m], dest)
+
+
+def apply_mutants(ms, dest):
+    """A copy of solutions/ with the mutants' patches applied, in turn."""
     shutil.copytree(ROOT / "solutions", dest)
-    proc = subprocess.run(["patch", "-p1", "--batch", "--no-backup-if-mismatch", "-i", str(m.path)],
-                          cwd=dest, capture_output=True, text=True)
-    assert proc.returncode == 0, f"mutant {m.path.name} does not apply to solutions/:\n{proc.stdout}{proc.stderr}"
+    for m in ms:
+        proc = subprocess.run(["patch", "-p1", "--batch", "--no-backup-if-mismatch", "-i", str(m.path)],
+                              cwd=dest, capture_output=True, text=True)
+        assert proc.returncode == 0, (f"mutant {m.path.name} does not apply to solutions/"
+                                      f"{' with ' + ', '.join(o.name for o in ms[:ms.index(m)]) if ms.index(m) else ''}:"
+                                      f"\n{proc.stdout}{proc.stderr}")
     return dest

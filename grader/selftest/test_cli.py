@@ -113,6 +113,12 @@ def test_make_in_a_stage_folder_takes_that_stage_of_that_tree(tmp_path):
         assert rc == 2 and "no such item in 03-executor" in out, out
     rc, out = make("hint", cwd=ROOT / "labs" / "01-signal")
     assert rc == 0 and "01-signal" in out and "latest-waker" in out, out
+    # there, make hint says the command that works there: no STAGE=
+    assert "make hint ITEM=<item>" in out and "STAGE=" not in out, out
+    rc, out = make("hint", "STAGE=2", cwd=ROOT / "labs" / "01-signal")   # another stage: it says so
+    assert rc == 0 and "make hint STAGE=2 ITEM=<item>" in out, out
+    rc, out = make("hint", "STAGE=1")
+    assert rc == 0 and "make hint STAGE=1 ITEM=<item>" in out, out
     # a tree outside the lab: one line saying how, then LAB_ROOT= finds it
     # and TARGET is that tree (its one stage folder makes it a lab tree)
     outside = tmp_path / "mine" / "01-signal"

@@ -15,6 +15,7 @@ stages 03 and 05, make trace's builder (grader/tracing/trace_build.py) and the r
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -365,6 +366,25 @@ def test_stage_06_07_hooks_survive_skeleton_generation(tmp_path):
 
 
 # ---- the renderer ------------------------------------------------------------------------
+
+def test_make_trace_in_a_stage_folder(tmp_path):
+    """make trace typed in a stage folder: that stage of that tree, and
+    trace.json in that folder; the render command it suggests works there."""
+    tree = tmp_path / "mine"
+    shutil.copytree(ROOT / "solutions" / "03-executor", tree / "03-executor")
+    shutil.copytree(ROOT / "solutions" / "02-block-on", tree / "02-block-on")
+    shutil.copytree(ROOT / "solutions" / "01-signal", tree / "01-signal")
+    folder = tree / "03-executor"
+    at_root = lambda: (ROOT / "trace.json").stat().st_mtime_ns if (ROOT / "trace.json").exists() else None  # noqa: E731
+    before = at_root()
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "trace", f"LAB_ROOT={ROOT}"], cwd=folder,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    validate(folder / "trace.json")
+    assert at_root() == before, "make trace in a stage folder wrote the lab root's trace.json"
+    render = next(line.split("draw it: ", 1)[1] for line in proc.stdout.splitlines() if "draw it: " in line)
+    assert render.split()[1] == os.path.relpath(ROOT / "grader" / "tracing" / "trace_render.py", folder), render
+
 
 def test_render_draws_a_png(three_tasks, tmp_path):
     out = tmp_path / "t.json"

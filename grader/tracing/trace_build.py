@@ -186,8 +186,8 @@ def main(argv=None):
     if not out.exists():
         sys.exit(f"trace: {example.stem} exited with {rc} and wrote no trace")
     print(f"trace: wrote {out} ({example.stem} on {a.target}, exit status {rc})")
-    print("       open it at https://ui.perfetto.dev, or draw it: "
-          f"python3 grader/tracing/trace_render.py {a.out} -o trace.png")
+    render = os.path.relpath(ROOT / "grader" / "tracing" / "trace_render.py")   # from where make was typed
+    print(f"       open it at https://ui.perfetto.dev, or draw it: python3 {render} {a.out} -o trace.png")
     if a.render:
         r = subprocess.run([sys.executable, str(ROOT / "grader" / "tracing" / "trace_render.py"), str(out),
                             "-o", a.render])
