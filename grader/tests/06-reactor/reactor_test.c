@@ -412,9 +412,9 @@ LAB_TEST(io_driver, unpark_interrupts_untimed_wait, 10)
     }
     lab_note("unpark to return, worst of 3: %.3f ms", worst / 1e6);
     cr_assert_lt(worst, 500 * MS_NS * LAB_TIMEOUT_SCALE, "the parked thread returned %.1f ms after the unpark; "
-                 "expected a few ms", worst / 1e6);
+                 "expected a few ms (io_driver.h contract 1)", worst / 1e6);
     cr_assert_geq(io_driver_test_eventfd_writes(b.io), 1, "no eventfd write was counted for an unpark of a "
-                  "parked driver");
+                  "parked driver: it must write the eventfd (io_driver.h contract 1)");
     reactor_deregister(b.r, reg);
     close(sv[0]);
     close(sv[1]);
@@ -431,14 +431,16 @@ LAB_TEST(io_driver, unpark_before_park_is_kept, 5)
     uint64_t t0 = monotonic_ns();
     bool token = driver_park(b.d, (int64_t)(2000 * MS_NS));
     uint64_t took = monotonic_ns() - t0;
-    cr_assert(token, "park after an unpark did not report the token");
-    cr_assert_lt(took, 500 * MS_NS, "park after an unpark waited %.1f ms: the token must make it return at once",
+    cr_assert(token, "park after an unpark did not report the token (io_driver.h contract 1)");
+    cr_assert_lt(took, 500 * MS_NS, "park after an unpark waited %.1f ms: the token must make it return at once "
+                 "(io_driver.h contract 1)",
                  took / 1e6);
     /* two unparks are one token: the next park waits its timeout */
     t0 = monotonic_ns();
     token = driver_park(b.d, (int64_t)(30 * MS_NS));
     took = monotonic_ns() - t0;
-    cr_assert_not(token, "two unparks gave two tokens");
+    cr_assert_not(token, "two unparks gave two tokens: an unpark before park leaves one token "
+                  "(io_driver.h contract 1)");
     cr_assert_geq(took, 29 * MS_NS, "park(30 ms) with no token returned after %.1f ms", took / 1e6);
     bare_free(&b);
 }
@@ -602,7 +604,10 @@ LAB_TEST(reactor, poll_on_another_thread, 20)
                         driver_unpark(b.d);
                 }
                 cr_assert(notify_waker_wait(nw, 2000), "byte %u: the reader registered and was never woken, "
-                          "though a byte arrived and another thread was dispatching", i);
+                          "though a byte arrived and another thread was dispatching: poll_ready must check "
+                          "and register under the lock dispatch sets readiness under (reactor.h contract 4), "
+                          "and a park must dispatch every event epoll_wait returned, an unpark's token or not "
+                          "(io_driver.h contract 2)", i);
                 continue;
             }
             char buf[4];

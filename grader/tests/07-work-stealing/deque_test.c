@@ -191,7 +191,7 @@ struct storm {
 static void mark(struct storm *s, void *x)
 {
     size_t i = INDEX(x);
-    cr_assert_lt(i, s->n, "an item that was never pushed came out: %zu", i);
+    cr_assert_lt(i, s->n, "an item that was never pushed came out: %zu (deque.h contract 1)", i);
     atomic_fetch_add_explicit(&s->seen[i], 1, memory_order_relaxed);
 }
 
