@@ -23,8 +23,10 @@
  *  1. An unpark from any thread while park waits with no timeout makes it
  *     return within a few ms; an unpark before park is kept (the next park
  *     returns at once, true).
- *  2. park(t) returns after t at the latest (plus scheduling delay), having
- *     dispatched every event epoll_wait returned.
+ *  2. park(t) is one epoll_wait for at most t rounded up to whole ms, never
+ *     down (a 0.3 ms t waits 1 ms, not 0 ms: no spin for the caller); it
+ *     returns by then (plus scheduling delay), having dispatched every event
+ *     epoll_wait returned.
  *  3. now() is CLOCK_MONOTONIC.
  *  4. park(0) is a poll of the kernel: it always calls epoll_wait with a
  *     zero timeout and dispatches what it returns, a token there or not

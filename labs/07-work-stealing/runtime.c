@@ -36,7 +36,7 @@
  * RMW synchronizes with it, so its second look sees the task. Worker first:
  * the pusher's RMW reads the announcement, so it wakes a sleeper. A notify
  * that saw a searcher is safe because that searcher, when it finds work and
- * stops searching as the last one, wakes another (Tokio issue 4383), and
+ * stops searching as the last one, wakes another (Tokio PR #4383), and
  * when it finds none, looks again after announcing.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, pthread_condattr_setclock */

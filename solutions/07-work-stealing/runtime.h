@@ -26,7 +26,7 @@
  *      last reference frees it.
  *   2. Nothing is stranded: a task that is queued anywhere (a LIFO slot
  *      included) is run while any worker is idle. The last searching worker
- *      that finds work wakes another (Tokio issue 4383); an idle worker
+ *      that finds work wakes another (Tokio PR #4383); an idle worker
  *      announces that it sleeps and then looks at every queue once more
  *      before it parks. Filling a LIFO slot wakes nobody; instead a worker
  *      that sleeps while another is awake parks with a timeout (1 ms,

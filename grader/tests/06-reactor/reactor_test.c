@@ -78,7 +78,8 @@ LAB_TEST(reactor, stale_token_after_fd_reuse, 5)
     lab_note("old fd %d token %#llx, new fd %d token %#llx", oldfd, (unsigned long long)stale, c[0],
              (unsigned long long)fresh);
     cr_assert_neq(fresh, stale, "a new registration got the very token of a deregistered one (%#llx): a queued "
-                  "event for the old descriptor would wake the new one; the token needs a generation",
+                  "event for the old descriptor would wake the new one; the token needs a generation "
+                  "(reactor.h contract 1)",
                   (unsigned long long)fresh);
 
     struct counting_waker *cw = counting_waker_new("reader");
@@ -177,7 +178,7 @@ LAB_TEST(reactor, edge_during_syscall_is_kept, 5)
     reactor_clear_ready(reg, ev);
     cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev2), POLL_READY, "an edge dispatched during the syscall "
                  "was lost: clear_ready must clear only the readiness of the snapshot's tick, not a newer edge "
-                 "(the reader now waits forever with a byte in the socket)");
+                 "(reactor.h contract 2; the reader now waits forever with a byte in the socket)");
     cr_assert_eq(read(sv[0], buf, sizeof buf), 1, "the second byte was not there");
     cr_assert(read(sv[0], buf, sizeof buf) < 0 && errno == EAGAIN, "the socket was not drained");
     reactor_clear_ready(reg, ev2);
@@ -305,8 +306,9 @@ LAB_TEST(reactor, read_and_write_wake_independently, 5)
     while (read(d.sv[1], sink, sizeof sink) > 0)
         ;
     park_until_woken(&d.b, d.ww, 1);
-    cr_assert_eq(counting_waker_woken(d.ww), 1, "the peer made room and the writer was woken %u times; expected 1 "
-                 "(with one waker slot shared by both directions, the reader's registration replaced it)",
+    cr_assert_eq(counting_waker_woken(d.ww), 1, "the peer made room and the writer was woken %u times; expected 1: "
+                 "one waker per direction (reactor.h contract 3); with one slot shared by both directions, "
+                 "the reader's registration replaced the writer's waker",
                  counting_waker_woken(d.ww));
     cr_assert_eq(counting_waker_woken(d.rw), 1, "room to write woke the reader again");
     duo_free(&d);
@@ -348,7 +350,7 @@ LAB_TEST(reactor, deregister_drops_wakers, 5)
     cr_assert_eq(counting_waker_counts(cw).live, 2, "a Pending poll_ready did not keep a clone of the waker");
     reactor_deregister(b.r, reg);
     cr_assert_eq(counting_waker_counts(cw).live, 1, "deregister kept the reader's waker (%ld live): it must drop it "
-                 "at once", counting_waker_counts(cw).live);
+                 "at once (reactor.h contract 5)", counting_waker_counts(cw).live);
     cr_assert_eq(reactor_test_stats(b.r).registrations, 0, "deregister left the registration counted");
     close(sv[0]);
     close(sv[1]);
@@ -403,16 +405,16 @@ LAB_TEST(io_driver, unpark_interrupts_untimed_wait, 10)
         pthread_join(th, NULL);
         cr_assert(in_time, "a thread parked in epoll_wait with no timeout was still parked 2 s after another thread "
                   "unparked it (it returned only when a socket became readable): unpark must write the eventfd "
-                  "that sits in the same epoll set");
+                  "that sits in the same epoll set (io_driver.h contract 1)");
         uint64_t lat = atomic_load_explicit(&p.at, memory_order_relaxed) - t0;
         if (lat > worst)
             worst = lat;
     }
     lab_note("unpark to return, worst of 3: %.3f ms", worst / 1e6);
     cr_assert_lt(worst, 500 * MS_NS * LAB_TIMEOUT_SCALE, "the parked thread returned %.1f ms after the unpark; "
-                 "expected a few ms", worst / 1e6);
+                 "expected a few ms (io_driver.h contract 1)", worst / 1e6);
     cr_assert_geq(io_driver_test_eventfd_writes(b.io), 1, "no eventfd write was counted for an unpark of a "
-                  "parked driver");
+                  "parked driver: it must write the eventfd (io_driver.h contract 1)");
     reactor_deregister(b.r, reg);
     close(sv[0]);
     close(sv[1]);
@@ -429,14 +431,16 @@ LAB_TEST(io_driver, unpark_before_park_is_kept, 5)
     uint64_t t0 = monotonic_ns();
     bool token = driver_park(b.d, (int64_t)(2000 * MS_NS));
     uint64_t took = monotonic_ns() - t0;
-    cr_assert(token, "park after an unpark did not report the token");
-    cr_assert_lt(took, 500 * MS_NS, "park after an unpark waited %.1f ms: the token must make it return at once",
+    cr_assert(token, "park after an unpark did not report the token (io_driver.h contract 1)");
+    cr_assert_lt(took, 500 * MS_NS, "park after an unpark waited %.1f ms: the token must make it return at once "
+                 "(io_driver.h contract 1)",
                  took / 1e6);
     /* two unparks are one token: the next park waits its timeout */
     t0 = monotonic_ns();
     token = driver_park(b.d, (int64_t)(30 * MS_NS));
     took = monotonic_ns() - t0;
-    cr_assert_not(token, "two unparks gave two tokens");
+    cr_assert_not(token, "two unparks gave two tokens: an unpark before park leaves one token "
+                  "(io_driver.h contract 1)");
     cr_assert_geq(took, 29 * MS_NS, "park(30 ms) with no token returned after %.1f ms", took / 1e6);
     bare_free(&b);
 }
@@ -460,7 +464,8 @@ LAB_TEST(io_driver, park_sleeps_in_epoll_wait, 5)
     cr_assert_eq(io_driver_test_waits(b.io) - w0, 1, "one park made %llu epoll_wait calls",
                  (unsigned long long)(io_driver_test_waits(b.io) - w0));
     cr_assert_geq(took, 300000, "park(0.3 ms) returned after %llu ns: a sub-ms timeout was rounded down to a "
-                  "0 ms wait (a spin for its caller)", (unsigned long long)took);
+                  "0 ms wait (a spin for its caller); io_driver.h contract 2 rounds it up to whole ms",
+                  (unsigned long long)took);
     bare_free(&b);
 }
 
@@ -599,7 +604,10 @@ LAB_TEST(reactor, poll_on_another_thread, 20)
                         driver_unpark(b.d);
                 }
                 cr_assert(notify_waker_wait(nw, 2000), "byte %u: the reader registered and was never woken, "
-                          "though a byte arrived and another thread was dispatching", i);
+                          "though a byte arrived and another thread was dispatching: poll_ready must check "
+                          "and register under the lock dispatch sets readiness under (reactor.h contract 4), "
+                          "and a park must dispatch every event epoll_wait returned, an unpark's token or not "
+                          "(io_driver.h contract 2)", i);
                 continue;
             }
             char buf[4];

@@ -107,23 +107,25 @@ LAB_TEST(shutdown_at, tasks_waiting_in_the_reactor, 10)
     cr_assert_eq(executor_test_queue_len(s.ex), 1, "bytes sent to a reading task's socket queued %zu tasks after "
                  "zero-timeout parks of the driver stack, not 1", executor_test_queue_len(s.ex));
     executor_free(s.ex);
-    cr_assert_eq(owner_drops, 3, "executor_free dropped %u of the 3 tasks' futures (two readers, one acceptor)",
+    cr_assert_eq(owner_drops, 3, "executor_free dropped %u of the 3 tasks' futures (two readers, one "
+                 "acceptor); it must drop every task it still owns (executor.h contract 5)",
                  owner_drops);
     conn_free(&quiet); /* the listeners and the raw peers; the streams went with their tasks */
     conn_free(&loud);
     struct reactor_stats st = reactor_test_stats(s.r);
     cr_assert_eq(st.registrations, 0, "%zu registrations left in the reactor after executor_free dropped every "
-                 "task that owned a socket", st.registrations);
+                 "task that owned a socket: closing a stream or a listener deregisters it (reactor.h contract 5)",
+                 st.registrations);
     static const char *const what[] = { "a task waiting to read", "a task woken by the reactor, not yet run",
                                         "a task waiting to accept" };
     for (int i = 0; i < 3; i++)
-        expect_join_cancelled(jh[i], what[i]);
+        expect_join_cancelled_per(jh[i], what[i], "executor_free cancels every task it drops (executor.h contract 5)");
     time_driver_free(s.td);
     io_driver_free(s.io);
     reactor_free(s.r);
     struct alloc_counts ac = alloc_count_stop();
     cr_assert_eq(ac.frees, ac.allocs, "%llu allocations, %llu frees after executor_free with tasks waiting in the "
                  "reactor: deregistering (closing a stream or a listener) must drop the wakers the registration "
-                 "holds, or their tasks are never freed (reactor.h)", (unsigned long long)ac.allocs,
+                 "holds, or their tasks are never freed (reactor.h contract 5)", (unsigned long long)ac.allocs,
                  (unsigned long long)ac.frees);
 }

@@ -53,7 +53,8 @@ LAB_TEST(tcp, connect_refused_is_an_error, 5)
     enum executor_status st = executor_block_on(s.ex, tcp_connect_future(&c), &res);
     cr_assert_eq(st, EXECUTOR_OK, "block_on(connect) ended with %s", executor_status_str(st));
     cr_assert_eq(res.err, -ECONNREFUSED, "connect to a port where nothing listens gave %d (%s); expected "
-                 "-ECONNREFUSED: after writable, read SO_ERROR", res.err, strerror(-res.err));
+                 "-ECONNREFUSED: after writable, read SO_ERROR (tcp.h: connect's result is -errno)", res.err,
+                 strerror(-res.err));
     iostack_free(&s);
 }
 
@@ -143,7 +144,9 @@ static void trickle_run(bool short_read)
     cr_assert_leq(polls, 2ul * t.n + 5, "%lu polls for %u bytes sent one at a time: a reader that drains to EAGAIN "
                   "and then waits is polled about once per edge", polls, t.n);
     cr_assert_lt(cpu, (50 + 2 * t.n / 10) * MS_NS * LAB_TIMEOUT_SCALE, "reading %u bytes trickled over %u ms cost "
-                 "%.1f ms of CPU: the reader spins instead of waiting for the next edge", t.n, t.n * t.gap_ms, cpu / 1e6);
+                 "%.1f ms of CPU: the reader spins instead of waiting for the next edge; after EAGAIN it must "
+                 "clear the readiness it saw, and clear_ready clear that snapshot's bits (reactor.h contract 2)", t.n,
+                 t.n * t.gap_ms, cpu / 1e6);
     conn_free(&c);
     iostack_free(&s);
 }
@@ -242,7 +245,7 @@ LAB_TEST(tcp, write_to_closed_peer_is_an_error_not_sigpipe, 5)
         struct tcp_write wr = tcp_write_all(c.st, buf, sizeof buf);
         enum executor_status st = executor_block_on(s.ex, tcp_write_future(&wr), &res);
         cr_assert_eq(sigpipes, 0, "writing to a reset connection raised SIGPIPE, which kills any program that "
-                     "has not ignored it: send with MSG_NOSIGNAL");
+                     "has not ignored it: send with MSG_NOSIGNAL (tcp.h contract 3)");
         cr_assert_eq(st, EXECUTOR_OK, "block_on(write) ended with %s", executor_status_str(st));
         cr_assert(res < 0, "write %d to a reset connection succeeded (%zd)", i, res);
         cr_assert(res == -EPIPE || res == -ECONNRESET, "write to a reset connection gave %zd (%s); expected "
@@ -306,12 +309,15 @@ LAB_TEST(tcp, accept_emfile_backs_off, 10)
              took / 1e6, cpu / 1e6);
     cr_assert_eq(st, EXECUTOR_OK, "block_on(timeout(accept)) ended with %s", executor_status_str(st));
     cr_assert_eq(tr, TIMEOUT_OK, "accept never succeeded within 3 s, though a descriptor was free again after "
-                 "250 ms: a back-off must retry accept when its timer fires");
-    cr_assert_eq(res.err, 0, "accept gave an error (%s) instead of backing off and retrying", strerror(-res.err));
-    cr_assert_leq(calls, 20, "%llu accept calls while out of descriptors for 250 ms: on EMFILE, back off on a timer; "
-                  "retrying at once is a hot loop (readiness stays set, and no new edge will come)",
+                 "250 ms: a back-off must retry accept when its timer fires (tcp.h contract 4)");
+    cr_assert_eq(res.err, 0, "accept gave an error (%s) instead of backing off and retrying (tcp.h contract 4)",
+                 strerror(-res.err));
+    cr_assert_leq(calls, 20, "%llu accept calls while out of descriptors for 250 ms: on EMFILE, back off on a timer "
+                  "(tcp.h contract 4); retrying at once is a hot loop (readiness stays set, and no new edge will "
+                  "come)",
                   (unsigned long long)calls);
-    cr_assert_lt(cpu, 60 * MS_NS * LAB_TIMEOUT_SCALE, "waiting out 250 ms of EMFILE cost %.1f ms of CPU: a hot loop",
+    cr_assert_lt(cpu, 60 * MS_NS * LAB_TIMEOUT_SCALE, "waiting out 250 ms of EMFILE cost %.1f ms of CPU: a hot loop "
+                 "(tcp.h contract 4)",
                  cpu / 1e6);
     tcp_stream_close(res.stream);
     close(client);
@@ -338,7 +344,8 @@ LAB_TEST(tcp, drop_pending_read_and_write, 5)
                  "test's and the reactor's)", counting_waker_counts(cw).live);
     tcp_read_drop(&rd);
     cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending read kept its waker in the reactor (%ld "
-                 "live): dropping a future must deregister its interest at once", counting_waker_counts(cw).live);
+                 "live): dropping a future must deregister its interest at once (tcp.h contract 2)",
+                 counting_waker_counts(cw).live);
 
     size_t big = 16u << 20;
     char *data = calloc(1, big);
@@ -349,7 +356,8 @@ LAB_TEST(tcp, drop_pending_read_and_write, 5)
                  counting_waker_counts(cw).live);
     tcp_write_drop(&wr);
     cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending write kept its waker in the reactor (%ld "
-                 "live)", counting_waker_counts(cw).live);
+                 "live): dropping a future must deregister its interest at once (tcp.h contract 2)",
+                 counting_waker_counts(cw).live);
     free(data);
     conn_free(&c);
     counting_waker_free(cw);
@@ -372,8 +380,9 @@ LAB_TEST(tcp, drop_pending_connect_and_accept, 5)
     cr_assert_eq(reactor_test_stats(s.r).registrations, before + 1, "a pending connect is not registered");
     tcp_connect_drop(&c);
     cr_assert_eq(reactor_test_stats(s.r).registrations, before, "dropping a pending connect left its registration "
-                 "in the reactor");
-    cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending connect kept its waker (%ld live)",
+                 "in the reactor: it must deregister and close the half-made socket (tcp.h contract 2)");
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending connect kept its waker (%ld live; tcp.h "
+                 "contract 2)",
                  counting_waker_counts(cw).live);
 
     struct tcp_accept acc = tcp_accept(l);
@@ -390,7 +399,8 @@ LAB_TEST(tcp, drop_pending_connect_and_accept, 5)
     cr_assert_eq(counting_waker_counts(cw).live, 2, "a Pending accept holds %ld waker references; expected 2",
                  counting_waker_counts(cw).live);
     tcp_accept_drop(&acc);
-    cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending accept kept its waker (%ld live)",
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending accept kept its waker (%ld live; tcp.h "
+                 "contract 2)",
                  counting_waker_counts(cw).live);
     tcp_listener_close(l);
     counting_waker_free(cw);
@@ -418,10 +428,10 @@ LAB_TEST(tcp, dup_after_close_delivers_nothing, 5)
         driver_park(d, 20 * MS_NS);
     struct reactor_stats after = reactor_test_stats(s.r);
     cr_assert_eq(after.stale - before.stale, 0, "%llu events arrived for a closed stream's token after data was sent "
-                 "to a dup() of its descriptor: deregister (EPOLL_CTL_DEL) before close; epoll watches the open "
-                 "file, which the dup keeps alive", (unsigned long long)(after.stale - before.stale));
+                 "to a dup() of its descriptor: deregister (EPOLL_CTL_DEL) before close (reactor.h contract 5); epoll "
+                 "watches the open file, which the dup keeps alive", (unsigned long long)(after.stale - before.stale));
     cr_assert_eq(after.events - before.events, 0, "an event was applied to some registration after the only "
-                 "registered stream was closed");
+                 "registered stream was closed: deregister before close (reactor.h contract 5)");
     close(dupfd);
     conn_free(&c);
     iostack_free(&s);
@@ -453,7 +463,8 @@ LAB_TEST(tcp, thousand_connections, 20)
     lab_note("%u connections x 5 round trips of 64 B: %.1f ms", n, (monotonic_ns() - t0) / 1e6);
     cr_assert_eq(failed, 0, "an echo client failed (support.c line %d)", failed);
     cr_assert_eq(done, n, "%u of %u echo clients finished", done, n);
-    cr_assert_eq(tally.accepted, n, "the server accepted %u of %u connections", tally.accepted, n);
+    cr_assert_eq(tally.accepted, n, "the server accepted %u of %u connections (a registration failed? reactor.h: "
+                 "reactor_register says ENOMEM only when the slab is full)", tally.accepted, n);
     tcp_listener_close(l);
     iostack_free(&s);
 }

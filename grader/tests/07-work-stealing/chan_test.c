@@ -133,15 +133,15 @@ static void run_channel(size_t capacity, unsigned producers, uint64_t per, const
     for (unsigned i = 0; i < producers; i++)
         ok = join_within(pj[i], SCALED_MS(10000)) && ok;
     cr_assert(ok, "%s: a producer never finished: a send waiting for room was never woken when a message "
-              "was received", what);
+              "was received (channel.h contract 3: one waiter woken per freed slot)", what);
     struct all_in all = { .received = &received, .want = (unsigned)(producers * per) };
     bool drained = wait_until(all_received, &all, SCALED_MS(5000));
     cr_assert(drained, "%s: %u of %u messages received, and the consumer waited while the rest sat in the "
-              "channel (before any close): a send must wake a waiting receiver", what, atomic_load(&received),
-              all.want);
+              "channel (before any close): a send must wake a waiting receiver (channel.h contract 3)", what,
+              atomic_load(&received), all.want);
     chan_close(c);
     cr_assert(join_within(kj, SCALED_MS(10000)), "%s: the consumer never finished: a receive waiting for a "
-              "message was not woken by a send, or by close", what);
+              "message was not woken by a send (channel.h contract 3), or by close (contract 5)", what);
     uint64_t want_sum = 0;
     for (unsigned i = 0; i < producers; i++)
         want_sum += per * (i * stride) + per * (per - 1) / 2;
@@ -149,10 +149,10 @@ static void run_channel(size_t capacity, unsigned producers, uint64_t per, const
     cr_assert_eq(count, producers * per, "%s: %llu messages received, %llu sent", what,
                  (unsigned long long)count, (unsigned long long)(producers * per));
     cr_assert_eq(sum, want_sum, "%s: the messages received are not the ones sent", what);
-    cr_assert(in_order, "%s: one producer's messages arrived out of order", what);
+    cr_assert(in_order, "%s: one producer's messages arrived out of order (channel.h contract 1)", what);
     if (capacity)
-        cr_assert_leq(max_len, capacity, "%s: %u messages were buffered in a channel of capacity %zu", what,
-                      max_len, capacity);
+        cr_assert_leq(max_len, capacity, "%s: %u messages were buffered in a channel of capacity %zu: a "
+                      "send must wait while the channel is full (channel.h contract 2)", what, max_len, capacity);
     ws_runtime_free(rt);
     chan_free(c);
 }
@@ -248,11 +248,13 @@ LAB_TEST(chan, receive_loop_respects_the_budget, 20)
     cr_assert(join_within(kids[1], SCALED_MS(5000)), "the receive loop never finished");
     ws_runtime_free(rt); /* joins the worker: its writes to st are visible */
     cr_assert_eq(st.got, n, "the receive loop got %llu of %u messages: a receive that returns Pending because "
-                 "the budget ran out must not have taken a message (check the budget before the side effect)",
+                 "the budget ran out must not have taken a message (channel.h contract 4: check the budget before the "
+                 "side effect)",
                  (unsigned long long)st.got, n);
     cr_assert_eq(st.sum, (uint64_t)n * (n - 1) / 2, "the messages received are not the ones sent");
     cr_assert_leq(st.got_before_neighbour, COOP_BUDGET_DEFAULT, "the receive loop took %llu messages before its "
-                  "neighbour ran: a receive must spend one unit of budget and return Pending at zero",
+                  "neighbour ran: a receive must spend one unit of budget and return Pending at zero "
+                  "(channel.h contract 4)",
                   (unsigned long long)st.got_before_neighbour);
     chan_free(c);
 }
@@ -329,9 +331,11 @@ LAB_TEST(mutex, sixteen_tasks_contend, 20)
     bool ok = true;
     for (int i = 0; i < 16; i++)
         ok = join_within(jh[i], SCALED_MS(10000)) && ok;
-    cr_assert(ok, "a task waiting for the mutex was never handed it: unlock must wake the first waiter");
+    cr_assert(ok, "a task waiting for the mutex was never handed it: unlock must hand the mutex to "
+              "the first waiter and wake it (channel.h, the async mutex)");
     ws_runtime_free(rt);
-    cr_assert_eq(atomic_load(&c.overlaps), 0, "two tasks held the mutex at once %u times", atomic_load(&c.overlaps));
+    cr_assert_eq(atomic_load(&c.overlaps), 0, "two tasks held the mutex at once %u times (channel.h, the async "
+                 "mutex)", atomic_load(&c.overlaps));
     cr_assert_eq(c.value, 16u * per, "the counter is %llu, not %u: increments were lost",
                  (unsigned long long)c.value, 16u * per);
     async_mutex_destroy(&c.m);

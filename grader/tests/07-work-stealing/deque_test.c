@@ -22,7 +22,7 @@ LAB_TEST(deque, take_on_empty_at_zero, 5)
     struct deque *d = new_deque();
     cr_assert_null(deque_take(d), "take on a new deque returned an item");
     cr_assert_eq(deque_test_bottom(d), 0, "take on an empty deque at index 0 left bottom at %lld, not 0 "
-                 "(an unsigned index wraps to SIZE_MAX there: use signed 64-bit indices)",
+                 "(an unsigned index wraps to SIZE_MAX there: use signed 64-bit indices, deque.h contract 3)",
                  (long long)deque_test_bottom(d));
     cr_assert_eq(deque_test_top(d), 0, "take on an empty deque moved top");
     cr_assert_null(deque_take(d), "a second take on the empty deque returned an item");
@@ -65,7 +65,8 @@ LAB_TEST(deque, full_refuses_push, 5)
     struct deque *d = new_deque();
     for (size_t i = 0; i < DEQUE_CAPACITY; i++)
         cr_assert(deque_push(d, ITEM(i)), "push %zu failed below the capacity (%d)", i, DEQUE_CAPACITY);
-    cr_assert_not(deque_push(d, ITEM(999)), "push into a full deque succeeded: it overwrote the oldest item");
+    cr_assert_not(deque_push(d, ITEM(999)), "push into a full deque succeeded: it overwrote the oldest item, "
+                "which then never comes out (deque.h contract 1; deque_push says false when full)");
     for (size_t round = 0; round < 3 * DEQUE_CAPACITY; round++) {
         void *x;
         cr_assert_eq(deque_steal(d, &x), DEQUE_STOLEN, "steal from a full deque failed");
@@ -121,9 +122,9 @@ LAB_TEST(deque, take_fence_store_buffer, 5)
     deque_test_set_hook(d, NULL, NULL);
     cr_assert_eq(mine, ITEM(1), "the owner's take returned %p, not the newest item", mine);
     cr_assert_eq(f.nstolen, 1, "two thieves stealing while the owner took from a deque of two got %d items; "
-                 "with the owner's item that is %d takes of 2 items: item 1 was taken twice. The owner's "
-                 "store to bottom sat in its store buffer while it read top: take needs a seq_cst fence "
-                 "between the two", f.nstolen, f.nstolen + 1);
+                 "with the owner's item that is %d takes of 2 items: item 1 was taken twice, and deque.h "
+                 "contract 1 says exactly once. The owner's store to bottom sat in its store buffer while it "
+                 "read top: take needs a seq_cst fence between the two", f.nstolen, f.nstolen + 1);
     cr_assert_eq(f.stolen[0], ITEM(0), "the thief stole item %zu, not the oldest", INDEX(f.stolen[0]));
     cr_assert_null(deque_take(d), "the deque should be empty");
     free(d);
@@ -141,8 +142,9 @@ LAB_TEST(deque, steal_cas_races_take, 5)
     enum deque_steal r = deque_steal(d, &x);
     deque_test_set_hook(d, NULL, NULL);
     cr_assert_eq(f.ntaken, 1, "the owner's take of the last item failed while a thief only looked at it");
-    cr_assert_neq(r, DEQUE_STOLEN, "the thief returned the item the owner had already taken: a steal must "
-                  "claim its item with a CAS on top that fails when top moved, never a plain store");
+    cr_assert_neq(r, DEQUE_STOLEN, "the thief returned the item the owner had already taken, so it came out "
+                  "twice (deque.h contract 1: exactly once): a steal must claim its item with a CAS on top that "
+                  "fails when top moved, never a plain store");
     cr_assert_null(deque_take(d), "the deque should be empty");
     free(d);
 }
@@ -170,8 +172,8 @@ LAB_TEST(deque, steal_half_is_single_steals, 5)
         count[INDEX(rest)]++;
     for (int i = 0; i < 4; i++)
         cr_assert_eq(count[i], 1, "item %d was taken %d times (owner took 3 while steal_half was about to "
-                     "claim 2): steal half as repeated single steals, each its own CAS moving top by one; "
-                     "one CAS moving top by k races the owner's take", i, count[i]);
+                     "claim 2): steal half as repeated single steals, each its own CAS moving top by one "
+                     "(deque.h contract 4); one CAS moving top by k races the owner's take", i, count[i]);
     free(d);
 }
 
@@ -189,7 +191,7 @@ struct storm {
 static void mark(struct storm *s, void *x)
 {
     size_t i = INDEX(x);
-    cr_assert_lt(i, s->n, "an item that was never pushed came out: %zu", i);
+    cr_assert_lt(i, s->n, "an item that was never pushed came out: %zu (deque.h contract 1)", i);
     atomic_fetch_add_explicit(&s->seen[i], 1, memory_order_relaxed);
 }
 
@@ -269,7 +271,8 @@ static void run_storm(size_t n, bool bursts, const char *what)
         unsigned c = atomic_load_explicit(&s.seen[i], memory_order_relaxed);
         if (c != 1)
             cr_assert_fail("%s: item %zu was taken %u times (owner %zu, spilled %zu, stolen %zu of %zu): "
-                           "every pushed item must come out exactly once", what, i, c, taken, spilled, stolen, n);
+                           "every pushed item must come out exactly once (deque.h contract 1)", what, i, c, taken,
+                           spilled, stolen, n);
     }
     if (bursts)
         cr_assert_gt(spilled, 0, "the owner never found its deque full: the test did not overflow");

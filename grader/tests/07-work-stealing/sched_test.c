@@ -65,7 +65,8 @@ LAB_TEST(sched, spawn_from_outside_and_inside, 20)
      * worker is awake, so none keeps a watch): the spawn must wake one */
     cr_assert(wait_sleepers(rt, 2, RESCUE_MS), "the idle workers never went to sleep");
     cr_assert(join_within(spawn_step(rt, step_ready, &outside), RESCUE_MS), "a task spawned from outside "
-              "while every worker slept never ran: a push to the injector must notify (wake a sleeper)");
+              "while every worker slept never ran: a push to the injector must notify (wake a sleeper), or the "
+              "task is stranded (runtime.h contract 2)");
     atomic_store(&outside, 0);
     unsigned n = lab_scale(2000, 50);
     struct join_handle **jh = calloc(n, sizeof *jh);
@@ -137,7 +138,8 @@ LAB_TEST(steal, idle_worker_steals_from_a_busy_one, 15)
     cr_assert(join_within(jh, SCALED_MS(10000)), "the hoarding task never finished");
     ws_runtime_free(h.rt);
     cr_assert(h.all_ran, "a worker stuck in a long poll had %u tasks on its deque; the other worker ran only %u "
-              "of them in 3 s: an idle worker must steal (half of a victim's deque, again and again)",
+              "of them in 3 s: an idle worker must steal (half of a victim's deque, again and again; runtime.h "
+              "contract 2)",
               h.children, atomic_load(&h.ran));
     cr_assert_eq(atomic_load(&h.elsewhere), h.children, "%u of %u children ran on the busy worker itself",
                  h.children - atomic_load(&h.elsewhere), h.children);
@@ -224,8 +226,9 @@ LAB_TEST(lifo, ping_pong_back_to_back, 10)
     ping_pong(&p);
     lab_note("poll order: %s", p.log);
     cr_assert(strncmp(p.log, "ABAB", 4) == 0, "a task woken by the running task should run next on the same "
-              "worker (the LIFO slot), before the fillers that task spawned; the polls went %.12s "
-              "(A, B: the pair; f: a filler)", p.log);
+              "worker (the LIFO slot: a tick is one task from a queue, then its LIFO polls, runtime.h contract "
+              "3), before the fillers that task spawned; the polls went %.12s (A, B: the pair; f: a filler)",
+              p.log);
 }
 
 LAB_TEST(lifo, cap_lets_the_queue_run, 10)
@@ -241,7 +244,7 @@ LAB_TEST(lifo, cap_lets_the_queue_run, 10)
     }
     cr_assert_leq(worst, WS_LIFO_CAP + 1, "the ping-pong pair ran %u polls in a row while fillers waited in the "
                   "worker's queue: after %u LIFO polls in a row the slot's task must go behind the queue "
-                  "(order: %.60s...)", worst, WS_LIFO_CAP, p.log);
+                  "(runtime.h contract 3; order: %.60s...)", worst, WS_LIFO_CAP, p.log);
     cr_assert_eq(atomic_load(&p.fillers), 2 * p.rounds, "%u of %u fillers ran", atomic_load(&p.fillers), 2 * p.rounds);
 }
 
@@ -311,8 +314,9 @@ LAB_TEST(lifo, slot_not_stranded_by_a_long_poll, 15)
     slot_destroy(&s.slot);
     cr_assert(s.other_slept, "the other worker never went to sleep while the blocking task ran");
     cr_assert(s.in_time, "a task woken into the LIFO slot of a worker that then ran a 2 s poll waited for that "
-              "poll while the other worker slept: the slot must be stealable (an exchange by its owner and by "
-              "searchers alike), and a sleeper must come and look while another worker is awake");
+              "poll while the other worker slept: nothing queued may be stranded, a LIFO slot included (runtime.h "
+              "contract 2): the slot must be stealable (an exchange by its owner and by searchers alike), and a "
+              "sleeper must come and look while another worker is awake");
     cr_assert_neq(atomic_load(&s.woken_worker), atomic_load(&s.blocker_worker),
                   "the woken task ran on the blocked worker");
 }
@@ -373,7 +377,7 @@ LAB_TEST(fairness, injector_not_starved, 20)
     cr_assert(wait_until(chain_over, &c, SCALED_MS(10000)), "neither the outsider ran nor the chain ended");
     cr_assert(atomic_load(&c.outsider_ran), "a task spawned from outside (into the injector) never ran while "
               "the worker's own deque never emptied: every %u ticks a worker must take from the injector "
-              "first", WS_INJECTOR_INTERVAL);
+              "first (runtime.h contract 3)", WS_INJECTOR_INTERVAL);
     unsigned ran = atomic_load(&c.links_when_ran), waited = ran - at;
     lab_note("the outsider ran after about %u local tasks", waited);
     /* Counted from before the spawn, the wait includes the time the spawn took; a test thread held off
@@ -383,7 +387,8 @@ LAB_TEST(fairness, injector_not_starved, 20)
         lab_cannot_judge("the spawn from outside itself took %u local tasks' time (the test's thread was held "
                          "off the CPU): too loaded to count the outsider's wait", spawned - at);
     cr_assert_leq(waited, 3 * WS_INJECTOR_INTERVAL, "the outsider waited behind about %u local tasks; every %u "
-                  "ticks the injector comes first", waited, WS_INJECTOR_INTERVAL);
+                  "ticks (WS_INJECTOR_INTERVAL, the lab's choice) a worker must take from the injector first "
+                  "(runtime.h contract 3)", waited, WS_INJECTOR_INTERVAL);
     ws_runtime_free(c.rt);
 }
 
@@ -526,8 +531,9 @@ LAB_TEST(budget, always_ready_does_not_starve, 20)
     cr_assert(join_within(hj, RESCUE_MS), "the always-ready task never finished");
     cr_assert_not(h.starved, "an always-ready task polled two million leaf operations in one poll while its "
                   "neighbour waited: the worker must give each poll a budget (coop_reset(%u)) so that "
-                  "coop_proceed stops it", COOP_BUDGET_DEFAULT);
-    cr_assert_leq(h.worst, COOP_BUDGET_DEFAULT, "one poll took %u units of budget; at most %u", h.worst, COOP_BUDGET_DEFAULT);
+                  "coop_proceed stops it (runtime.h contract 4)", COOP_BUDGET_DEFAULT);
+    cr_assert_leq(h.worst, COOP_BUDGET_DEFAULT, "one poll took %u units of budget; at most %u (runtime.h contract 4)",
+                  h.worst, COOP_BUDGET_DEFAULT);
     ws_runtime_free(rt);
 }
 
@@ -577,7 +583,9 @@ LAB_TEST(idle, wake_between_search_and_sleep, 10)
     struct forced_idle f;
     struct ws_runtime *rt = armed_runtime(1, &f, WS_TEST_BEFORE_PARK);
     join_handle_drop(spawn_step(rt, step_ready, NULL)); /* wakes the worker; it runs this, then idles again */
-    cr_assert(gate_wait(&f.reached, RESCUE_MS), "the worker never came back to sleep");
+    cr_assert(gate_wait(&f.reached, RESCUE_MS), "the worker never came back to sleep: the task spawned to "
+              "wake it never ran, so the notify woke nobody, and nothing queued may be stranded while a "
+              "worker is idle (runtime.h contract 2)");
     atomic_uint ran;
     atomic_init(&ran, 0);
     struct join_handle *x = spawn_step(rt, step_ready, &ran);
@@ -585,8 +593,8 @@ LAB_TEST(idle, wake_between_search_and_sleep, 10)
     bool done = join_within(x, SCALED_MS(1000));
     ws_test_set_hook(rt, NULL, NULL);
     cr_assert(done, "a task spawned while the only worker was between its last search and its sleep never "
-              "ran: after announcing that it sleeps, a worker must look at every queue once more (the "
-              "spawner's notify saw it searching and woke nobody)");
+              "ran: after announcing that it sleeps, a worker must look at every queue once more (runtime.h "
+              "contract 2; the spawner's notify saw it searching and woke nobody)");
     ws_runtime_free(rt);
     gate_destroy(&f.reached);
     gate_destroy(&f.go);
@@ -701,12 +709,13 @@ LAB_TEST(idle, push_at_every_point_before_announcing, 15)
     lab_sync_track(false);
     lab_sync_on_point(NULL, NULL);
     ws_test_set_hook(rt, NULL, NULL);
-    cr_assert(came_back, "the worker never came back to sleep after running a task (round %u)", k);
+    cr_assert(came_back, "the worker never came back to sleep after running a task (round %u): "
+              "the task meant to wake it never ran (runtime.h contract 2)", k);
     cr_assert_not(lost, "a task spawned while the only worker was at point %u of its way to sleep (%s: after "
                   "its last look at the queues, before it announced that it sleeps) never ran: its notify "
                   "saw the worker still searching and woke nobody, and the worker slept without looking "
-                  "again. Look at every queue after announcing, not before (the window of the idle "
-                  "protocol, at every point of it)", k, win.where);
+                  "again. Look at every queue after announcing, not before (runtime.h contract 2: the window "
+                  "of the idle protocol, at every point of it)", k, win.where);
     cr_assert(asleep, "the idle worker did not go back to sleep after round %u", k);
     lab_note("the worker's way to sleep had %u lock-free point(s) before its announcement; "
                 "a task was pushed at each", explored);
@@ -741,7 +750,7 @@ static enum poll step_second(void *arg, struct context *cx, unsigned nth)
 /* Two workers asleep. Task 1 wakes one; task 2 arrives while that one is
  * still searching, so its notify wakes nobody. The searcher takes task 1 and
  * stops searching as the last searcher: it must wake another worker, or
- * task 2 waits behind task 1's long poll (Tokio issue 4383). */
+ * task 2 waits behind task 1's long poll (Tokio PR #4383). */
 LAB_TEST(idle, last_searcher_wakes_another, 15)
 {
     struct forced_idle f;
@@ -755,7 +764,8 @@ LAB_TEST(idle, last_searcher_wakes_another, 15)
     cr_assert(join_within(j1, SCALED_MS(5000)) && join_within(j2, SCALED_MS(5000)), "the two tasks never finished");
     ws_test_set_hook(rt, NULL, NULL);
     cr_assert(p.second_in_time, "task 2 waited in the injector while task 1 ran a long poll and the other "
-              "worker slept: the last searching worker that finds work must wake another (Tokio issue 4383)");
+              "worker slept: the last searching worker that finds work must wake another (runtime.h contract 2; "
+              "Tokio PR #4383)");
     ws_runtime_free(rt);
     gate_destroy(&f.reached);
     gate_destroy(&f.go);
@@ -860,10 +870,10 @@ static void storm(unsigned workers, unsigned n, unsigned target, const char *wha
     }
     lab_note("%s: %u workers, %u tasks, %lu polls, %lu outside wakes", what, workers, n, polls,
              wt[0].wakes + wt[1].wakes);
-    cr_assert(ok, "task %u never completed while two outside threads kept waking it (a lost wake, or a "
-              "task stranded in a queue nobody looks at)", stuck);
+    cr_assert(ok, "task %u never completed while two outside threads kept waking it: a lost wake "
+              "(runtime.h contract 1), or a task stranded in a queue nobody looks at (contract 2)", stuck);
     cr_assert_eq(overlaps, 0, "%lu polls began while another poll of the same task was in progress: a task "
-                 "was run by two workers at once (queued twice?)", overlaps);
+                 "was run by two workers at once (queued twice?), which runtime.h contract 1 forbids", overlaps);
     ws_runtime_free(rt);
     for (unsigned i = 0; i < n; i++)
         slot_destroy(&all[i].slot);
@@ -941,17 +951,19 @@ LAB_TEST(shutdown, pending_parked_and_queued, 20)
     ws_runtime_free(rt);
     pthread_join(th, NULL);
     cr_assert_eq(step_drops(), spawned, "%u futures were dropped at shutdown, %u were spawned: every task "
-                 "(pending, queued, in a long poll) must be dropped exactly once", step_drops(), spawned);
+                 "(pending, queued, in a long poll) must be dropped exactly once (runtime.h contract 6)", step_drops(),
+                 spawned);
     enum join_status st = JOIN_OK;
     cr_assert_eq(join_handle_poll(kept, NULL, NULL, &st), POLL_READY, "a join handle that outlived its runtime "
-                 "is not finished");
-    cr_assert_eq(st, JOIN_CANCELLED, "a task dropped at shutdown should join as cancelled");
+                 "is not finished: ws_runtime_free cancels every task it drops (runtime.h contract 6)");
+    cr_assert_eq(st, JOIN_CANCELLED, "a task dropped at shutdown should join as cancelled (runtime.h contract 6)");
     join_handle_drop(kept);
     slot_wake(&s); /* a waker that outlived the runtime: harmless */
     slot_destroy(&s);
     gate_destroy(&b.release);
     struct alloc_counts c = alloc_count_stop();
-    cr_assert_eq(c.allocs, c.frees, "%llu allocations but %llu frees across a runtime's life: something leaked",
+    cr_assert_eq(c.allocs, c.frees, "%llu allocations but %llu frees across a runtime's life: something leaked; "
+                 "ws_runtime_free frees every task and queue entry (runtime.h contract 6)",
                  (unsigned long long)c.allocs, (unsigned long long)c.frees);
 }
 
@@ -1000,7 +1012,8 @@ LAB_TEST(driver, sleeps_fire_on_idle_workers, 10)
         ok = join_within(jh[i], SCALED_MS(3000)) && ok;
     uint64_t took = monotonic_ns() - t0;
     cr_assert(ok, "%u of %u sleeps of 5-25 ms never finished on an idle runtime: one idle worker must park in "
-              "the driver (the time driver here), so that timers fire", n - atomic_load(&done), n);
+              "the driver (the time driver here), so that timers fire (runtime.h contract 5)", n - atomic_load(&done),
+              n);
     cr_assert_geq(took, 24u * 1000000u, "the sleeps ended after %.1f ms, before the longest deadline", took / 1e6);
     ws_runtime_free(rt);
     time_driver_free(td);

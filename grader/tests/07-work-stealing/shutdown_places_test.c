@@ -90,6 +90,9 @@ static void *release_later(void *arg)
     return NULL;
 }
 
+/* What a join handle left Pending after ws_runtime_free breaks. */
+#define WS_FREE_CANCELS "ws_runtime_free cancels every task it drops (runtime.h contract 6)"
+
 static void expect_books(unsigned spawned, const char *where)
 {
     cr_assert_eq(step_drops(), spawned, "%u futures were dropped at shutdown, %u were spawned, with tasks %s: "
@@ -97,7 +100,8 @@ static void expect_books(unsigned spawned, const char *where)
                  where);
     struct alloc_counts c = alloc_count_stop();
     cr_assert_eq(c.allocs, c.frees, "%llu allocations but %llu frees after ws_runtime_free with tasks %s: a queue "
-                 "entry there was never given back, so its task was never freed", (unsigned long long)c.allocs,
+                 "entry there was never given back, so its task was never freed (runtime.h contract 6)",
+                 (unsigned long long)c.allocs,
                  (unsigned long long)c.frees, where);
 }
 
@@ -127,8 +131,8 @@ LAB_TEST(shutdown_at, deque_and_lifo_slot, 20)
     cr_assert_eq(pthread_create(&th, NULL, release_later, &sc.release), 0, "pthread_create failed");
     ws_runtime_free(rt);
     pthread_join(th, NULL);
-    expect_join_cancelled(c, "the task woken into the LIFO slot");
-    expect_join_cancelled(b, "the task that spawned into its deque");
+    expect_join_cancelled_per(c, "the task woken into the LIFO slot", WS_FREE_CANCELS);
+    expect_join_cancelled_per(b, "the task that spawned into its deque", WS_FREE_CANCELS);
     slot_wake(&sc.parked); /* a waker that outlived the runtime: harmless */
     slot_destroy(&sc.parked);
     gate_destroy(&sc.release);
@@ -195,13 +199,14 @@ LAB_TEST(shutdown_at, sleeping_tasks_idle_workers, 20)
                  "a task waiting on a timer is pending and still owned; it must be dropped (runtime.h, contract 6)",
                  atomic_load(&nap_drops), NAPS);
     cr_assert_eq(time_driver_test_timers(td), 0, "%zu timers were still registered after ws_runtime_free dropped "
-                 "the sleeping tasks: dropping a sleep must cancel its timer", time_driver_test_timers(td));
+                 "the sleeping tasks: dropping a sleep must cancel its timer (sleep.h contract 3)",
+                 time_driver_test_timers(td));
     for (unsigned i = 0; i < NAPS; i++)
-        expect_join_cancelled(jh[i], "a sleeping task");
+        expect_join_cancelled_per(jh[i], "a sleeping task", WS_FREE_CANCELS);
     time_driver_free(td);
     parker_release(p);
     struct alloc_counts c = alloc_count_stop();
     cr_assert_eq(c.allocs, c.frees, "%llu allocations but %llu frees after ws_runtime_free with sleeping tasks: "
-                 "a task waiting on a timer was never freed", (unsigned long long)c.allocs,
+                 "a task waiting on a timer was never freed (runtime.h contract 6)", (unsigned long long)c.allocs,
                  (unsigned long long)c.frees);
 }
