@@ -49,6 +49,19 @@ def test_sections_exist(stage):
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_every_item_is_explained(stage):
+    """The chapter's "How the grader checks each clause" names every item, so
+    a student who lost a point can read what its tests force."""
+    text = (ROOT / stage.chapter).read_text()
+    heading = "## How the grader checks each clause"
+    assert heading in text, f"{stage.chapter} has no '{heading}' section"
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([a-z0-9-]+)`", section))
+    missing = [i.id for i in stage.items if i.id not in named]
+    assert not missing, f"items that {stage.chapter}'s '{heading}' does not explain: {missing}"
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
 def test_every_test_is_graded_and_every_item_has_tests(stage, tmp_path):
     b = build.Builder(ROOT, ROOT / "build" / "grade")
     by_name = {s.name: s for s in STAGES}
