@@ -28,7 +28,8 @@ class StageBuild:
     warnings: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)      # "graded with the reference ..."
     remarks: list = dataclasses.field(default_factory=list)    # about the student's files (a header not used)
-    key: str = ""   # digest of the objects the plain binary was linked from
+    key: str = ""   # digest of the objects the plain binary is linked from
+    unlinked: list = None  # those objects, when build(..., link_plain=False) left the link for later
 
 
 class Assembler:
@@ -39,6 +40,7 @@ class Assembler:
         self.hidden = pathlib.Path(hidden) if hidden else None
         self.builder = build.Builder(self.root, build_dir)
         self.shared = pathlib.Path(build_dir) / "reference-bin"
+        gate.NM_KEPT = pathlib.Path(build_dir) / "nm"   # what nm said of each object, for the next grading
         self.work = pathlib.Path(work)
         self.werror = werror
         self.src = self.work / "src"   # the student's stages as taken in (intake.py)
@@ -119,11 +121,15 @@ class Assembler:
         hidden = self.hidden / "tests" / name if self.hidden else None
         return tests, ([hidden] if hidden is not None and hidden.is_dir() else [])
 
-    def build(self, plan, sp, deps, variants=build.VARIANTS):
+    def build(self, plan, sp, deps, variants=build.VARIANTS, link_plain=lambda key: True):
         """The stage's binaries, of the variants asked for (plain always: it
         decides whether the stage is usable; add_variant links the others
         when a lane first needs one). deps: {earlier stage: (usable, why)}
-        for every stage of sp.closure, decided by the pipeline."""
+        for every stage of sp.closure, decided by the pipeline. link_plain(key)
+        false: the plain binary's objects are compiled and gated but not
+        linked (result.unlinked; link_unlinked links them): a stage only used
+        by a later one, whose usability was judged on these objects before,
+        needs no binary."""
         variants = [v for v in (*build.VARIANTS, build.DEBUG) if v in variants or v == "plain"]
         result = StageBuild(ok=False)
         for dep in sp.closure:
@@ -137,9 +143,13 @@ class Assembler:
                     result.warnings.append(records.short_path(c.warnings.strip()))
             result.remarks = list(self.take_in(sp).notes)
             for variant in variants:
-                objs = self._link(plan, sp, deps, variant, result)
+                objs = self._objects(plan, sp, deps, variant)
                 if variant == "plain":
                     result.key = build._digest(*sorted(str(o) for o in objs))
+                    if not link_plain(result.key):
+                        result.unlinked = objs
+                        continue
+                self._link(plan, sp, variant, objs, result)
         except build.BuildError as e:
             e.first, e.log = self.theirs(e.first), self.theirs(e.log)
             result.error = e
@@ -163,11 +173,22 @@ class Assembler:
         """Links one more variant of a stage that built (a tool lane's, on its
         first use: a tree whose every test stops at a TODO never compiles for
         TSan). Raises BuildError."""
-        self._link(plan, sp, deps, variant, result)
+        self._link(plan, sp, variant, self._objects(plan, sp, deps, variant), result)
 
-    def _link(self, plan, sp, deps, variant, result):
-        """Links result.binaries[variant] (and finds result.reference[variant]);
-        the objects it linked."""
+    def link_unlinked(self, plan, sp, result):
+        """Links the plain binary build(..., link_plain=...) left unlinked.
+        Raises BuildError."""
+        if result.unlinked is not None:
+            self._link(plan, sp, "plain", result.unlinked, result)
+            result.unlinked = None
+
+    def _link(self, plan, sp, variant, objs, result):
+        """Links result.binaries[variant] from objs (and finds result.reference[variant])."""
+        result.binaries[variant] = self.builder.link(objs, self.work / sp.stage.name / f"tests-{variant}", variant)
+        result.reference[variant] = self.reference_binary(plan, sp, variant) if variant != build.DEBUG else None
+
+    def _objects(self, plan, sp, deps, variant):
+        """The objects of the stage's binary of one variant."""
         code = build.CODE_VARIANT[variant]
         objs = []
         for dep in sp.closure:
@@ -176,11 +197,8 @@ class Assembler:
                      else self.reference_objects(plan.of(dep), code))
         tests_dir, hidden = self.test_dirs(sp.stage.name)
         dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
-        objs = (self.builder.test_objects(tests_dir, variant, dirs, hidden) +
+        return (self.builder.test_objects(tests_dir, variant, dirs, hidden) +
                 [c.obj for c in self.student_objects(plan, sp, code)] + objs + self.builder.common_objects(variant))
-        result.binaries[variant] = self.builder.link(objs, self.work / sp.stage.name / f"tests-{variant}", variant)
-        result.reference[variant] = self.reference_binary(plan, sp, variant) if variant != build.DEBUG else None
-        return objs
 
     def reference_binary(self, plan, sp, variant):
         """The stage's public tests linked with the reference of the stage and
