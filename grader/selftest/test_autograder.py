@@ -51,12 +51,22 @@ def _make_zip(src_dir, zip_path, top=""):
                 z.write(p, str(pathlib.PurePosixPath(top) / p.relative_to(src_dir)))
 
 
+def _stage_tree(tree, stage):
+    """{relative path: bytes} of one stage folder of a found tree."""
+    d = tree / stage
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
 def test_one_assignment_per_stage_and_every_upload_shape(tmp_path, stage1_zip):
-    """A stage-01 assignment (make autograder STAGE=1 HIDDEN=...) graded on
+    """A stage-01 assignment (make autograder STAGE=1 HIDDEN=...) on
     Gradescope's layout for the four shapes students upload: the labs/ tree,
     the two files dragged in, the repository downloaded as a zip (one folder
-    down), a zip of loose files. Each gets the score `make grade` gives the
-    same code, and every results.json holds to Gradescope's schema."""
+    down), a zip of loose files. The image's own find_work.py (the first step
+    of run_autograder) must make the same stage folder of each; the most
+    nested shape is then graded end to end by run_autograder and gets the
+    score `make grade` gives the same code, in a results.json that holds to
+    Gradescope's schema. (The grading after find_work depends on that folder
+    only, so one full run stands for the four: each costs a stage-01 grading.)"""
     sys.path.insert(0, str(GRADER))
     from lab_grader import results_json
     z, hidden = stage1_zip
@@ -73,22 +83,30 @@ def test_one_assignment_per_stage_and_every_upload_shape(tmp_path, stage1_zip):
     shapes["loose"] = lambda sub: [shutil.copyfile(files / f, sub / f) for f in ("signal.c", "signal.h")]
     shapes["repo-zip"] = lambda sub: _make_zip(work, sub / "async-lab-main.zip", top="async-lab-main/labs")
     shapes["loose-zip"] = lambda sub: _make_zip(files, sub / "work.zip")
-    ag = tmp_path / "ag"   # one image for every upload, as on Gradescope (its build cache carries over)
+    ag = tmp_path / "ag"   # one image for every upload, as on Gradescope
     _unpack(z, ag)
+    want = {f: (files / f).read_bytes() for f in ("signal.c", "signal.h")}
     for name, make in shapes.items():
-        for d in ("submission", "results"):
-            shutil.rmtree(ag / d, ignore_errors=True)
-        (ag / "submission").mkdir()
-        make(ag / "submission")
-        run = subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
-                             env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=900)
-        assert run.returncode == 0, run.stdout[-3000:]
-        data = json.loads((ag / "results" / "results.json").read_text())
-        assert results_json.validate(data) == [], (name, results_json.validate(data))
-        assert {t["number"].split("/")[0] for t in data["tests"]} == {"01-signal"}, (name, run.stdout[-2000:])
-        assert data["score"] == expected.score, (name, data["score"], expected.score, run.stdout[-3000:])
-        assert any(t["number"] == "01-signal/hidden-drop" and t["visibility"] == "after_published"
-                   for t in data["tests"]), name
+        sub, found = tmp_path / f"sub-{name}", tmp_path / f"found-{name}"
+        sub.mkdir()
+        make(sub)
+        proc = subprocess.run([sys.executable, str(ag / "source" / "grader" / "course" / "find_work.py"), str(sub),
+                               str(found)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (name, proc.stdout + proc.stderr)
+        got = _stage_tree(found, "01-signal")
+        assert {f: got.get(f) for f in want} == want, (name, sorted(got), proc.stdout)
+    name = "repo-zip"
+    (ag / "submission").mkdir(exist_ok=True)
+    shapes[name](ag / "submission")
+    run = subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
+                         env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:]
+    data = json.loads((ag / "results" / "results.json").read_text())
+    assert results_json.validate(data) == [], (name, results_json.validate(data))
+    assert {t["number"].split("/")[0] for t in data["tests"]} == {"01-signal"}, (name, run.stdout[-2000:])
+    assert data["score"] == expected.score, (name, data["score"], expected.score, run.stdout[-3000:])
+    assert any(t["number"] == "01-signal/hidden-drop" and t["visibility"] == "after_published"
+               for t in data["tests"]), name
 
 
 def test_an_upload_with_no_work_says_what_was_expected(tmp_path, stage1_zip):
