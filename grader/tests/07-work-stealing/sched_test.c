@@ -826,6 +826,20 @@ static void *outside_waker(void *arg)
     return NULL;
 }
 
+struct storm_count {
+    struct storm_task *all;
+    unsigned n;
+};
+
+static unsigned long storm_polls(void *arg)
+{
+    struct storm_count *c = arg;
+    unsigned long polls = 0;
+    for (unsigned i = 0; i < c->n; i++)
+        polls += atomic_load(&c->all[i].polls);
+    return polls;
+}
+
 static void storm(unsigned workers, unsigned n, unsigned target, const char *what)
 {
     struct ws_runtime *rt = new_runtime(workers);
@@ -851,12 +865,18 @@ static void storm(unsigned workers, unsigned n, unsigned target, const char *wha
         wt[i] = (struct waker_thread){ .all = all, .n = n, .stop = &stop, .seed = lab_seed() * 3 + (uint64_t)i };
         cr_assert_eq(pthread_create(&th[i], NULL, outside_waker, &wt[i]), 0, "pthread_create failed");
     }
-    bool ok = true;
+    bool ok = true, stalled = false;
     unsigned stuck = 0;
+    struct storm_count count = { all, n };
+    /* two outside threads wake tasks without pause: a runtime that keeps
+     * its promises polls all the time, and 2 s without a single poll means
+     * every worker sleeps with woken tasks queued */
     for (unsigned i = 0; i < n; i++) {
-        if (!join_within(jh[i], SCALED_MS(20000))) {
+        if (!join_while_progress(jh[i], storm_polls, &count, SCALED_MS(2000), SCALED_MS(20000), &stalled)) {
             ok = false;
             stuck = i;
+            for (unsigned j = i + 1; j < n; j++)
+                join_handle_drop(jh[j]);
             break;
         }
     }
@@ -870,8 +890,9 @@ static void storm(unsigned workers, unsigned n, unsigned target, const char *wha
     }
     lab_note("%s: %u workers, %u tasks, %lu polls, %lu outside wakes", what, workers, n, polls,
              wt[0].wakes + wt[1].wakes);
-    cr_assert(ok, "task %u never completed while two outside threads kept waking it: a lost wake "
-              "(runtime.h contract 1), or a task stranded in a queue nobody looks at (contract 2)", stuck);
+    cr_assert(ok, "task %u never completed while two outside threads kept waking it%s: a lost wake "
+              "(runtime.h contract 1), or a task stranded in a queue nobody looks at (contract 2)", stuck,
+              stalled ? " (no task was polled for 2 s: every worker slept with woken tasks queued)" : "");
     cr_assert_eq(overlaps, 0, "%lu polls began while another poll of the same task was in progress: a task "
                  "was run by two workers at once (queued twice?), which runtime.h contract 1 forbids", overlaps);
     ws_runtime_free(rt);

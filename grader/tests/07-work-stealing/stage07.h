@@ -41,6 +41,12 @@ void step_drops_reset(void);
 /* Waits (on this thread, not a worker) for the task to complete, up to ms;
  * true when it did. Drops the handle either way. */
 bool join_within(struct join_handle *jh, unsigned ms);
+/* join_within, up to ms, that gives up early when progress(arg) (a count
+ * that only grows while the runtime works: polls made) stays the same for
+ * stall_ms: a runtime whose workers all sleep with work queued fails in
+ * stall_ms, not in ms. *stalled says which ended it. */
+bool join_while_progress(struct join_handle *jh, unsigned long (*progress)(void *), void *arg, unsigned stall_ms,
+                         unsigned ms, bool *stalled);
 /* Polls until cond(arg) or ms pass (1 ms naps). */
 bool wait_until(bool (*cond)(void *), void *arg, unsigned ms);
 /* A runtime with n workers over its own parker, or a failed test. */

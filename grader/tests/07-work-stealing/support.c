@@ -62,6 +62,28 @@ bool join_within(struct join_handle *jh, unsigned ms)
     return done;
 }
 
+bool join_while_progress(struct join_handle *jh, unsigned long (*progress)(void *), void *arg, unsigned stall_ms,
+                         unsigned ms, bool *stalled)
+{
+    uint64_t now = monotonic_ns(), end = now + (uint64_t)ms * 1000000u, last = now;
+    unsigned long seen = progress(arg);
+    bool done;
+    *stalled = false;
+    while (!(done = join_handle_is_finished(jh)) && (now = monotonic_ns()) < end) {
+        unsigned long p = progress(arg);
+        if (p != seen) {
+            seen = p;
+            last = now;
+        } else if (now - last >= (uint64_t)stall_ms * 1000000u) {
+            *stalled = true;
+            break;
+        }
+        lab_sleep_ms(1);
+    }
+    join_handle_drop(jh);
+    return done;
+}
+
 bool wait_until(bool (*cond)(void *), void *arg, unsigned ms)
 {
     uint64_t end = monotonic_ns() + (uint64_t)ms * 1000000u;
