@@ -23,8 +23,9 @@
  *  7. Poll after Ready returns Ready again with SIGNAL_CONSUMED and no value,
  *     touching no waker: never the value twice, never freed memory.
  *  8. Dropping the future while pending releases its stored waker at once; a
- *     later signal_complete() reports SIGNAL_NO_LISTENER and the caller keeps
- *     its value.
+ *     later signal_complete() of a signal nobody completed reports
+ *     SIGNAL_NO_LISTENER and the caller keeps its value (a completed one
+ *     still reports SIGNAL_ALREADY_COMPLETE: clause 5 comes first).
  *  9. Dropping the producer without completing wakes the future, which then
  *     resolves with SIGNAL_CLOSED: no task hangs on a producer that is gone.
  * 10. Each handle is released only by its own drop function (completing does

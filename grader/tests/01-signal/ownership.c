@@ -173,7 +173,12 @@ static void freed_when_both_gone(int order, bool complete)
     } else {
         enum signal_status st = signal_complete(p, &token);
         cr_assert_eq(st, complete ? SIGNAL_ALREADY_COMPLETE : SIGNAL_NO_LISTENER,
-                     "signal_complete after the future was dropped returned %s", status_name(st));
+                     "signal_complete after the future was dropped returned %s; expected %s: %s", status_name(st),
+                     complete ? "SIGNAL_ALREADY_COMPLETE" : "SIGNAL_NO_LISTENER",
+                     complete ? "the signal was completed before the drop, and a completed signal refuses every "
+                                "later completion that way, whether the future is still there or not (contract 5; "
+                                "contract 8's NO_LISTENER is for a signal nobody completed)"
+                              : "nobody completed it, and the future is gone (contract 8)");
         signal_drop(p);
     }
     struct alloc_counts end = alloc_count_stop();
