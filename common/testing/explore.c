@@ -201,9 +201,10 @@ static inline bool waits_wrapped(void)
 /* ---- the scheduler ------------------------------------------------------------------- */
 
 enum op { OP_LOCK, OP_TRYLOCK, OP_UNLOCK, OP_WAIT, OP_SIGNAL, OP_BROADCAST,
-          OP_CLONE, OP_WAKE, OP_WAKE_BY_REF, OP_DROP };
+          OP_CLONE, OP_WAKE, OP_WAKE_BY_REF, OP_DROP, OP_WAITED };
 static const char *const OP_NAME[] = { "lock", "trylock", "unlock", "cond wait", "cond signal", "cond broadcast",
-                                       "waker clone", "waker wake", "waker wake_by_ref", "waker drop" };
+                                       "waker clone", "waker wake", "waker wake_by_ref", "waker drop",
+                                       "cond waited" };
 
 enum ev_kind { EV_POINT, EV_PREEMPT, EV_BLOCKED, EV_WAITS, EV_WOKEN, EV_RETURNS };
 
@@ -493,6 +494,7 @@ static int wrapped_wait(pthread_cond_t *c, pthread_mutex_t *m, const void *site,
         }
         __real_pthread_mutex_unlock(&S.mu);
     }
+    run_point_hook(OP_WAITED, site); /* the hook only: not a point the explorer switches at */
     return rc;
 }
 

@@ -73,7 +73,9 @@ unsigned lab_sync_spurious_made(void);
 
 /* fn runs on the calling thread at each of its synchronisation points (the
  * explorer's points, below: before a wrapped lock, trylock, condition wait,
- * signal or broadcast and every explore-waker call, after an unlock) while
+ * signal or broadcast and every explore-waker call, after an unlock; and,
+ * as "cond waited", when a condition wait returns with its mutex held again,
+ * which is not a point the explorer switches at) while
  * held locks are counted (lab_sync_track(true)), with the operation's name
  * ("lock", "unlock", "cond wait", ...), the call's return address and the
  * wrapped locks the thread holds then. Wrapped calls made inside fn are not

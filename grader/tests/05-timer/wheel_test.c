@@ -26,7 +26,7 @@ LAB_TEST(timer_wheel, empty_wheel, 5)
 
 /* Deadlines on every level, inserted out of order, fire in deadline order,
  * each at exactly its deadline rounded up to the tick. */
-LAB_TEST(timer_wheel, expiry_order_across_levels, 10)
+LAB_TEST(timer_wheel, expiry_order_across_levels, 3) /* the reference: 0.08 s */
 {
     static const uint64_t offs[] = {
         3 * DAY_NS + 5,          /* level 4 */
@@ -261,7 +261,7 @@ LAB_TEST(timer_wheel, many_timers_one_slot, 20)
 
 /* Deadlines days away start high and cascade through every level below,
  * and still fire exactly on their tick. */
-LAB_TEST(timer_wheel, cascades_through_every_level, 10)
+LAB_TEST(timer_wheel, cascades_through_every_level, 3) /* the reference: 0.08 s */
 {
     static const uint64_t offs[] = {
         100 * DAY_NS + 3 * HOUR_NS + 7 * MS_NS + 1, /* level 5 */

@@ -1,0 +1,119 @@
+/* deadline_test.c - an unpark that lands as a timed park gives up is a
+ * token like any other (parker.h contracts 1 and 6).
+ *
+ * When its wait times out, a park still PARKED must leave that state. Doing
+ * it with a plain store of EMPTY throws away an unpark that landed between
+ * the check for the token and the store: the unparker saw PARKED, so it only
+ * signals (nobody), and the token is gone. An exchange reads the latest
+ * unpark and keeps it. The window is a few instructions without any
+ * synchronisation call in it, so the explorer cannot stop a thread there;
+ * instead the wrapped condition wait (common/testing/explore.h) tells this
+ * test the moment a timed wait returns. The parker waits there until a
+ * second thread, spinning, says it is about to unpark; that thread waits a
+ * random 0-400-odd nanoseconds and unparks while the parker goes on to its
+ * check and its store: over thousands of rounds the unpark lands between
+ * the two hundreds of times (and before the check, and after the store).
+ */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <string.h>
+
+#include "explore.h"
+#include "stage02.h"
+
+LAB_SUITE(parker_deadline, 10);
+
+struct round {
+    struct parker *p;
+    atomic_uint go;     /* round number the unparker may act in */
+    atomic_uint ready;  /* round number it is about to unpark in */
+    atomic_uint done;   /* round number it has unparked in */
+    atomic_bool stop;
+    pthread_t owner;
+    uint64_t rng;
+};
+
+static void held_at_return(const char *op, const void *site, unsigned held, void *arg)
+{
+    (void)site;
+    (void)held;
+    struct round *r = arg;
+    if (strcmp(op, "cond waited") != 0 || !pthread_equal(pthread_self(), r->owner))
+        return;
+    unsigned n = atomic_load_explicit(&r->done, memory_order_relaxed) + 1;
+    if (atomic_load_explicit(&r->go, memory_order_relaxed) == n)
+        return; /* a second return in one round (a spurious one): the unparker is already on its way */
+    /* release: pairs with the unparker's acquire; nothing is published, it only starts the unpark */
+    atomic_store_explicit(&r->go, n, memory_order_release);
+    /* go on to the check and the store only once the unparker is about to
+     * act (a bounded wait: it may be descheduled) */
+    for (unsigned turns = 0; turns < (1u << 20) && atomic_load_explicit(&r->ready, memory_order_acquire) != n; turns++)
+        ;
+}
+
+static void *unparker(void *arg)
+{
+    struct round *r = arg;
+    unsigned seen = 0;
+    uint64_t rng = r->rng ^ 0x9e3779b97f4a7c15u;
+    for (unsigned turns = 0; !atomic_load_explicit(&r->stop, memory_order_relaxed); turns++) {
+        unsigned g = atomic_load_explicit(&r->go, memory_order_acquire); /* pairs with the hook's release */
+        if (g == seen) {
+            if ((turns & 4095) == 4095)
+                lab_spin_pause(turns >> 12);
+            continue;
+        }
+        seen = g;
+        unsigned spin = (unsigned)(lab_rand(&rng) % 300);
+        atomic_store_explicit(&r->ready, g, memory_order_release); /* pairs with the hook's acquire */
+        for (volatile unsigned i = 0; i < spin; i++)
+            ;
+        parker_unpark(r->p);
+        atomic_store_explicit(&r->done, g, memory_order_release); /* pairs with the owner's acquire */
+    }
+    return NULL;
+}
+
+LAB_TEST(parker_deadline, unpark_at_the_deadline_is_kept, 10)
+{
+    struct round r = { .p = parker_new(), .rng = lab_seed() };
+    cr_assert_not_null(r.p, "parker_new returned NULL");
+    atomic_init(&r.go, 0);
+    atomic_init(&r.ready, 0);
+    atomic_init(&r.done, 0);
+    atomic_init(&r.stop, false);
+    r.owner = pthread_self();
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, unparker, &r), 0, "pthread_create failed");
+    lab_sync_on_point(held_at_return, &r);
+    lab_sync_track(true);
+    unsigned rounds = lab_scale(20000, 200), lost = 0, first = 0, took = 0;
+    for (unsigned n = 1; n <= rounds && !lost; n++) {
+        bool got = parker_park_timeout(r.p, 2000); /* 2 us: the wait times out at once */
+        if (atomic_load_explicit(&r.go, memory_order_relaxed) != n)
+            atomic_store_explicit(&r.go, n, memory_order_release); /* no timed wait this round: unpark anyway */
+        for (unsigned turns = 0; atomic_load_explicit(&r.done, memory_order_acquire) != n; turns++)
+            lab_spin_pause(turns);
+        if (got) {
+            took++;
+            continue; /* the park took this round's token (it came before the check) */
+        }
+        /* the park gave up, and the unpark is over: its token must be there */
+        if (!parker_park_timeout(r.p, 0)) {
+            lost++;
+            first = n;
+        }
+    }
+    lab_sync_track(false);
+    lab_sync_on_point(NULL, NULL);
+    atomic_store_explicit(&r.stop, true, memory_order_relaxed);
+    pthread_join(th, NULL);
+    lab_note("%u rounds, %u parks took the token as they timed out", rounds, took);
+    cr_assert_eq(lost, 0,
+                 "round %u: park_timeout gave up (false), an unpark from another thread had landed meanwhile and "
+                 "was over, and then park_timeout(p, 0) found no token: the unpark that raced the deadline was "
+                 "thrown away. When the wait times out, leave PARKED with an exchange to EMPTY (a read-modify-write "
+                 "sees the latest unpark) and return true if it took NOTIFIED, not with a plain store "
+                 "(parker.h contracts 1 and 6)", first);
+    parker_release(r.p);
+}
