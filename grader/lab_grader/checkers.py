@@ -7,6 +7,7 @@ import pathlib
 import re
 
 from . import records
+from .outcomes import Verdict
 
 VG_ERROR_START = re.compile(r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Argument 'size'|Process terminating|\d[\d,]* (\(\d[\d,]* direct, \d[\d,]* indirect\) )?bytes in [\d,]+ blocks are (definitely|indirectly) lost)")
 
@@ -64,13 +65,25 @@ def shorten_report(lines, limit=24):
     return keep
 
 
+def thread_leak(report):
+    """A ThreadSanitizer report that a thread was never joined: what a test
+    that gave up on a stalled thread leaves behind."""
+    return any("ThreadSanitizer: thread leak" in line for line in report[:3])
+
+
 def attach(outs, result, by_pid, overrides, verdict, message, shown, limit):
     """Turns a test's outcome into `verdict` when a checker reported problems
     for one of the test's processes (their pids are in the test's records)
-    and the outcome is one of `overrides`."""
+    and the outcome is one of `overrides`. A test that failed by itself and
+    whose only reports are thread leaks keeps its own failure: the thread it
+    left is the stall it reports, not a second problem."""
     for t, o in outs.items():
         pids = [r.pid for r in result.records.get(t, [])]
         found = [rep for p in pids for rep in by_pid.get(p, [])]
+        if found and o.verdict != Verdict.PASS and all(thread_leak(rep) for rep in found):
+            o.details.append("(ThreadSanitizer also saw the test leave a thread behind when it gave up: the same "
+                             "failure, not a data race)")
+            continue
         if found and o.verdict in overrides:
             o.verdict = verdict
             o.message = message.format(n=len(found))
