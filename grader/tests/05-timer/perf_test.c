@@ -13,25 +13,33 @@ static void nop_fire(struct timer_entry *e, void *arg)
     (void)arg;
 }
 
+/* 0..n-1 in a random order (Fisher-Yates from *rng). */
+static unsigned *shuffled(unsigned n, uint64_t *rng)
+{
+    unsigned *order = calloc(n, sizeof *order);
+    cr_assert_not_null(order, "out of memory in the test itself");
+    for (unsigned i = 0; i < n; i++)
+        order[i] = i;
+    for (unsigned i = n - 1; i > 0; i--) {
+        unsigned j = (unsigned)(lab_rand(rng) % (i + 1));
+        unsigned x = order[i];
+        order[i] = order[j];
+        order[j] = x;
+    }
+    return order;
+}
+
 /* n inserts (deadlines spread over every level), then n cancels in random
  * order, with a next-expiration query after every operation. Thread CPU
  * time, best of k. Returns ns. */
 static uint64_t churn(unsigned n, uint64_t seed, uint64_t budget_ns)
 {
     struct timer_entry *e = calloc(n, sizeof *e);
-    unsigned *order = calloc(n, sizeof *order);
-    cr_assert(e && order, "out of memory in the test itself");
+    cr_assert_not_null(e, "out of memory in the test itself");
     uint64_t rng = seed;
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; i < n; i++)
         timer_entry_init(&e[i], nop_fire, NULL);
-        order[i] = i;
-    }
-    for (unsigned i = n - 1; i > 0; i--) {
-        unsigned j = (unsigned)(lab_rand(&rng) % (i + 1));
-        unsigned x = order[i];
-        order[i] = order[j];
-        order[j] = x;
-    }
+    unsigned *order = shuffled(n, &rng);
     struct timer_wheel *w = timer_wheel_new(ORIGIN_NS);
     cr_assert_not_null(w, "timer_wheel_new returned NULL");
     uint64_t sink = 0;
@@ -74,21 +82,13 @@ static uint64_t base_churn(unsigned n, uint64_t seed)
     size_t stride = sizeof(struct timer_entry) > sizeof(struct base_entry) ? sizeof(struct timer_entry)
                                                                            : sizeof(struct base_entry);
     char *mem = calloc(n, stride);
-    unsigned *order = calloc(n, sizeof *order);
-    cr_assert(mem && order, "out of memory in the test itself");
+    cr_assert_not_null(mem, "out of memory in the test itself");
     static struct base_entry heads[384];
     uint64_t bits[6] = { 0 };
     for (unsigned i = 0; i < 384; i++)
         heads[i].next = heads[i].prev = &heads[i];
     uint64_t rng = seed;
-    for (unsigned i = 0; i < n; i++)
-        order[i] = i;
-    for (unsigned i = n - 1; i > 0; i--) {
-        unsigned j = (unsigned)(lab_rand(&rng) % (i + 1));
-        unsigned x = order[i];
-        order[i] = order[j];
-        order[j] = x;
-    }
+    unsigned *order = shuffled(n, &rng);
     uint64_t sink = 0;
     uint64_t t0 = thread_cpu_ns();
     for (unsigned i = 0; i < n; i++) {
