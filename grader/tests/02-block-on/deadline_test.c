@@ -87,7 +87,7 @@ LAB_TEST(parker_deadline, unpark_at_the_deadline_is_kept, 10)
     cr_assert_eq(pthread_create(&th, NULL, unparker, &r), 0, "pthread_create failed");
     lab_sync_on_point(held_at_return, &r);
     lab_sync_track(true);
-    unsigned rounds = lab_scale(20000, 200), lost = 0, first = 0, took = 0;
+    unsigned rounds = lab_scale(5000, 200), lost = 0, first = 0, took = 0;
     for (unsigned n = 1; n <= rounds && !lost; n++) {
         bool got = parker_park_timeout(r.p, 2000); /* 2 us: the wait times out at once */
         if (atomic_load_explicit(&r.go, memory_order_relaxed) != n)
