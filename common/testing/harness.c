@@ -192,6 +192,87 @@ static void dump_all_threads(void)
     closedir(d);
 }
 
+/* ---- a stall: no thread of the test can ever run again ------------------- */
+
+/* Does thread `tid` (its /proc name) sleep in a futex wait without a
+ * timeout (a mutex, a condition wait, a join, an untimed park)? Only
+ * another thread of this process can end such a wait: the test shares no
+ * futex with any other process. Everything else (running, a timed wait, a
+ * sleep, epoll, a read: a timer or another process may end those) is no. */
+static bool waits_forever(long tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", tid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    long nr;
+    unsigned long uaddr, op, val, timeout;
+    if (sscanf(buf, "%ld %lx %lx %lx %lx", &nr, &uaddr, &op, &val, &timeout) != 5 || nr != SYS_futex)
+        return false; /* "running", or another call */
+    unsigned cmd = (unsigned)(op & 127u); /* without FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME */
+    bool waits = cmd == 0 /* WAIT */ || cmd == 9 /* WAIT_BITSET */ || cmd == 6 /* LOCK_PI */ ||
+                 cmd == 11 /* WAIT_REQUEUE_PI */ || cmd == 13 /* LOCK_PI2 */;
+    return waits && timeout == 0;
+}
+
+/* Context switches of thread `tid` so far: a thread that ran at all since
+ * the last look has more. */
+static unsigned long long switches(long tid)
+{
+    char value[64];
+    unsigned long long n = 0;
+    if (task_status(tid, "voluntary_ctxt_switches:", value, sizeof value))
+        n += strtoull(value, NULL, 10);
+    if (task_status(tid, "nonvoluntary_ctxt_switches:", value, sizeof value))
+        n += strtoull(value, NULL, 10);
+    return n;
+}
+
+/* One look at every thread but this one: true when each waits forever
+ * (Criterion's own I/O thread, which talks to the runner, only needs to be
+ * asleep); *total gets their context switches. */
+static bool all_wait_forever(unsigned long long *total)
+{
+    long self = syscall(SYS_gettid);
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return false;
+    bool all = true;
+    unsigned seen = 0;
+    *total = 0;
+    struct dirent *e;
+    while (all && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        long tid = strtol(e->d_name, NULL, 10);
+        if (own_tid(tid) == self)
+            continue;
+        *total += switches(tid);
+        if (blocks_dump_signal(tid))
+            continue;
+        seen++;
+        all = waits_forever(tid);
+    }
+    closedir(d);
+    return all && seen > 0;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = { .tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+#define STALL_LOOK_S 0.1  /* how often the watchdog looks */
+#define STALL_S 2.0       /* how long every thread must have waited, none running, to be a stall */
+
 static void *watchdog(void *arg)
 {
     (void)arg;
@@ -201,9 +282,33 @@ static void *watchdog(void *arg)
         at = test_timeout_s - 0.3;
     if (at < 0.1)
         at = 0.1;
-    struct timespec ts = { .tv_sec = (time_t)at, .tv_nsec = (long)((at - (double)(time_t)at) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    /* Until then, look for a stall: every thread of the test in a futex wait
+     * with no timeout, and not one context switch in STALL_S. Nothing is left
+     * that could wake any of them (a lost wakeup, a deadlock), so waiting for
+     * the limit would only cost time: the test ends now, as a hang. Tools
+     * that run threads one at a time (Valgrind) or keep a thread of their own
+     * (ThreadSanitizer) never look stalled; their tests wait for the limit. */
+    double waited = 0, stalled = 0;
+    unsigned long long last = 0;
+    while (waited + STALL_LOOK_S < at) {
+        sleep_s(STALL_LOOK_S);
+        waited += STALL_LOOK_S;
+        if (atomic_load_explicit(&test_done, memory_order_acquire)) /* pairs with lab_test_end's release */
+            return NULL;
+        unsigned long long total = 0;
+        bool forever = all_wait_forever(&total);
+        stalled = forever && total == last ? stalled + STALL_LOOK_S : 0;
+        last = total;
+        if (stalled >= STALL_S) {
+            record("HANG %d %s stalled after %.1f s of its %.1f s limit: every thread of the test had waited "
+                   "%.1f s on a lock, a condition or a join with no timeout, and none had run since\n",
+                   (int)getpid(), test_id, waited, test_timeout_s, stalled);
+            dump_all_threads();
+            record("HANG-END %d\n", (int)getpid());
+            kill(getpid(), SIGKILL);
+        }
+    }
+    sleep_s(at - waited);
     if (atomic_load_explicit(&test_done, memory_order_acquire)) /* pairs with lab_test_end's release */
         return NULL;
     record("HANG %d %s still running after %.1f s of its %.1f s limit\n", (int)getpid(),

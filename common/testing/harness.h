@@ -10,7 +10,9 @@
  *     no END record, and the grader fails it;
  *   - runs a watchdog thread that, shortly before the test's timeout, makes
  *     every thread of the process write its backtrace (a lost wakeup shows as
- *     a thread parked forever: the record shows where);
+ *     a thread parked forever: the record shows where); and that ends the
+ *     test at once, with the same backtraces, when it has stalled: every
+ *     thread in a futex wait with no timeout and none run for 2 s;
  *   - writes a backtrace when the process crashes on a signal.
  */
 #ifndef LAB_HARNESS_H

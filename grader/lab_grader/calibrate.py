@@ -10,7 +10,8 @@ Two rules, applied in this order to a lane run's outcomes:
    reference: if the reference starts and passes it now, the machine can
    run it, so what stopped the runner was the code under test (a kill(-1)
    stops Criterion's own helpers) and it stays a failure; else not judged.
-2. A test that still timed out is run again at once on the reference, in
+2. A test that still timed out (and did not stall: see judge.py) is run
+   again at once on the reference, in
    the same lane with the same limits. If the reference passes it within a
    quarter of the limit (limits are set near ten times the reference's time
    on a quiet machine), the machine is not the problem and the timeout
@@ -63,7 +64,9 @@ def calibrate(outs, inv, runner, reference, reference_tests, limits_hit=False):
     slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT]
     if not slow:
         return outs
-    slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT and t in reference_tests]
+    # a stall (every thread in a wait with no timeout, none running for
+    # seconds) is no machine's slowness: it needs no reference run
+    slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT and not o.stalled and t in reference_tests]
     if not slow or reference is None:
         return outs
     again = moved_to(inv, inv.run_dir.parent / f"{inv.run_dir.name}-reference", binary=reference, tests=slow)

@@ -34,6 +34,13 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
     if run and run.todo:
         o.verdict, o.message = Verdict.NOT_STARTED, f"not started: {records.short_path(run.todo)}"
         return o
+    stall = re.search(r" stalled after ([\d.]+) s", run.hang) if run and run.hang else None
+    if stall and not run.crash and not (run.ended and run.nonce == nonce):
+        # the watchdog ended a test whose every thread waited for ever (its
+        # HANG record says so, with every thread's backtrace): a hang, found
+        # before the limit. The runner saw a process killed.
+        report = dict(report)
+        report[test] = ("ERRORED", "timeout", "", float(stall.group(1)))
     if test not in report:
         # the runner's report lost the test (the runner was stopped at its
         # backstop, or crashed): the test's own records decide what they can
@@ -60,7 +67,9 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
         return o
     if kind == "timeout":
         o.verdict = Verdict.TIMEOUT
-        o.message = f"timed out after {secs:.1f} s" + (f": {hang_hint}" if hang_hint else "")
+        o.stalled = bool(stall)
+        o.message = (f"stopped after {secs:.1f} s, every thread asleep with nothing left to wake it" if stall
+                     else f"timed out after {secs:.1f} s") + (f": {hang_hint}" if hang_hint else "")
         threads = [t for t in run.threads if t.name != "lab-watchdog" and t.state != "blocked"] if run else []
         if threads:
             if any(t.state == "R" for t in threads):

@@ -53,6 +53,7 @@ class Outcome:
     notes: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     began: bool = True        # the test body wrote its BEGIN record
+    stalled: bool = False     # TIMEOUT ended by the watchdog: every thread waited for ever (no machine is that slow)
 
     @property
     def passed(self):

@@ -7,6 +7,7 @@ never reported as passed.
 """
 import os
 import pathlib
+import re
 import shutil
 import socket
 import subprocess
@@ -298,6 +299,25 @@ def test_a_starved_test_is_not_judged_and_a_deadlock_still_fails(tmp_path, caps,
         pytest.skip("the machine was too busy to tell a deadlock from starvation (twice): " +
                     sleep.output.splitlines()[-1][:200])
     assert sleep.item(f"01-signal/{ITEM}")["status"] == "failed", sleep.output[-3000:]
+
+
+def test_a_deadlock_is_stopped_when_it_stalls_not_at_the_limit(tmp_path):
+    """A test whose every thread waits for ever (here signal_new locks a
+    mutex it already holds: a futex wait with no timeout, and nothing left to
+    run) is ended by the watchdog once nothing has run for 2 s: failed as a
+    hang, 'stopped after' about 2 s of its limit, with each thread's place;
+    and no reference run is spent on it. A sleeper (pause(): no futex) is
+    not a stall: it waits for the limit, as before."""
+    tree = hostile_tree(tmp_path / "dead", "    {\n        static pthread_mutex_t twice = PTHREAD_MUTEX_INITIALIZER;\n"
+                                           "        pthread_mutex_lock(&twice);\n        pthread_mutex_lock(&twice);\n    }\n")
+    g = grade(tmp_path, tree, stage="01-signal", items=[ITEM], timeout=300)
+    r = g.item(f"01-signal/{ITEM}")
+    assert r["status"] == "failed" and r["score"] == 0, g.output[-3000:]
+    m = re.search(r"stopped after ([\d.]+) s, every thread asleep with nothing left to wake it", g.output)
+    assert m and 2.0 <= float(m.group(1)) < 4.0, g.output[-3000:]
+    assert "signal_new" in g.output and "reference solution" not in g.output, g.output[-3000:]
+    sleep = grade(tmp_path, _spin_or_sleep(tmp_path / "sleep", False), stage="01-signal", items=[ITEM], timeout=300)
+    assert "stopped after" not in sleep.output, sleep.output[-3000:]
 
 
 def test_not_root_a_kill_of_every_process_reaches_the_run_only(tmp_path, caps):
