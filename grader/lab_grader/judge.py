@@ -107,7 +107,7 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
         o.message = f"cannot judge on this machine, rerun: {run.unjudged}"
         return o
     o.verdict = Verdict.FAIL
-    message = records.short_path(message)
+    message = symbolizer.sites(records.short_path(message))
     if message and "assertion(s) failed" not in message:
         o.message = message
     elif run and not run.ended and status == "FAILED":

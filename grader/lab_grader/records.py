@@ -179,6 +179,26 @@ class Symbolizer:
             results.append(None)
         return results
 
+    SITE = re.compile(r"\b([A-Za-z_]\w*)\+0x([0-9a-f]+)\b")
+
+    def sites(self, text):
+        """Code addresses a test named in its message as "function+0x3e"
+        (explore.h's lab_sync_site: where a lock was taken, where a waker was
+        woken) put as "function at file:line" when the function is the test
+        binary's own."""
+        found = [(m.group(0), self.symbols().get(m.group(1)), int(m.group(2), 16))
+                 for m in self.SITE.finditer(text or "")]
+        found = [(s, base + off) for s, base, off in found if base is not None]
+        if not found:
+            return text
+        for (s, _), loc in zip(found, self.locate([a for _, a in found])):
+            if loc:
+                func, where = loc[-1]   # the outermost of the inlined frames: the function named
+                where = where.split(" (discriminator")[0]
+                if not where.startswith("??"):
+                    text = text.replace(s, f"{func} at {short_path(where)}", 1)
+        return text
+
     def frames(self, raw_frames, limit=14):
         """Readable frames, innermost first, the harness's own removed."""
         parsed = []
