@@ -12,7 +12,9 @@
  *     every thread of the process write its backtrace (a lost wakeup shows as
  *     a thread parked forever: the record shows where); and that ends the
  *     test at once, with the same backtraces, when it has stalled: every
- *     thread in a futex wait with no timeout and none run for 2 s;
+ *     thread in a futex wait with no timeout and none run for 2 s; and that
+ *     kills a test still running a second past its limit (the runner
+ *     should have, and has been seen not to);
  *   - writes a backtrace when the process crashes on a signal.
  */
 #ifndef LAB_HARNESS_H

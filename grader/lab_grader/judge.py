@@ -35,12 +35,14 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
         o.verdict, o.message = Verdict.NOT_STARTED, f"not started: {records.short_path(run.todo)}"
         return o
     stall = re.search(r" stalled after ([\d.]+) s", run.hang) if run and run.hang else None
-    if stall and not run.crash and not (run.ended and run.nonce == nonce):
-        # the watchdog ended a test whose every thread waited for ever (its
-        # HANG record says so, with every thread's backtrace): a hang, found
-        # before the limit. The runner saw a process killed.
+    killed = re.search(r" killed after [\d.]+ s of its ([\d.]+) s limit", run.hang) if run and run.hang else None
+    if (stall or killed) and not run.crash and not (run.ended and run.nonce == nonce):
+        # the watchdog ended the test: every thread waited for ever (a hang
+        # found before the limit), or the runner had let it run past its
+        # limit. Its HANG record has every thread's backtrace; the runner saw
+        # a process killed.
         report = dict(report)
-        report[test] = ("ERRORED", "timeout", "", float(stall.group(1)))
+        report[test] = ("ERRORED", "timeout", "", float((stall or killed).group(1)))
     if test not in report:
         # the runner's report lost the test (the runner was stopped at its
         # backstop, or crashed): the test's own records decide what they can

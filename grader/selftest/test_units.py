@@ -128,6 +128,9 @@ class NoSymbols:
     def frames(self, raw):
         return raw
 
+    def sites(self, text):
+        return text
+
 
 def judged(test, report_line, record_text, nonce="n"):
     recs = {}
@@ -150,6 +153,16 @@ def test_judge_verdicts():
     unjudged = judged("s::a", ("FAILED", "assert", "loaded", 0), "BEGIN 1 s::a\nUNJUDGED 1 n the machine is loaded\n")
     assert (unjudged.verdict, unjudged.message) == ("unjudged", "cannot judge on this machine, rerun: the machine is loaded")
     assert judged("s::a", ("FAILED", "assert", "x", 0), "BEGIN 1 s::a\nUNJUDGED 1 forged text\n").verdict == "fail"
+    # the watchdog ended it: a stall (no reference run needed) or a test the
+    # runner let run past its limit; either way a hang, not a crash
+    stall = judged("s::a", ("ERRORED", "crash", "", 0), "BEGIN 1 s::a\nHANG 1 s::a stalled after 2.1 s of its 5.0 s "
+                   "limit: every thread\n")
+    assert (stall.verdict, stall.stalled) == ("timeout", True) and stall.message.startswith("stopped after 2.1 s")
+    late = judged("s::a", ("ERRORED", "crash", "", 0), "BEGIN 1 s::a\nHANG 1 s::a still running after 8.0 s of its 10.0 s "
+                  "limit\nHANG 1 s::a killed after 11.0 s of its 10.0 s limit: the runner had not stopped it\n")
+    assert (late.verdict, late.stalled) == ("timeout", False) and late.message.startswith("timed out after 10.0 s")
+    assert judged("s::a", ("ERRORED", "crash", "", 0), "BEGIN 1 s::a\nCRASH 1 SEGV\nHANG 1 s::a stalled after 2.1 s "
+                  "of its 5.0 s limit\n").verdict == "crash"
 
 
 def test_filter_and_expand():
