@@ -31,6 +31,7 @@ from .tree_lock import TreeLock
 from .waiting import Memo, spawn
 
 QUICK_SKIPS = ("valgrind", "tsan", "perf")
+SLOW_FAIL_S = 2.0     # a plain failure that took this long waited for a rescue: not rerun under a tool
 
 
 @dataclasses.dataclass
@@ -199,7 +200,11 @@ class Pipeline:
         """The Valgrind or TSan lane. A test that already timed out (or hit a
         TODO) in the plain lane is not run again under the tool: it would only
         do the same again, ten times slower (a wheel that never fires its timers cost 15
-        minutes of Valgrind before this). The plain lane takes seconds."""
+        minutes of Valgrind before this). The plain lane takes seconds. Nor is
+        one that failed there after waiting SLOW_FAIL_S or more: a rescue
+        that gave up on a lost wake, which under the tool waits its scaled
+        time again (a stage 07 runtime that never unparks: 5 of its 6
+        minutes)."""
         def go():
             tests = sp.lane_tests(name)
             if not tests:
@@ -211,6 +216,10 @@ class Pipeline:
                 if o is not None and o.verdict in HUNG_VERDICTS:
                     hung[t] = Outcome(test=t, verdict=o.verdict, seed=o.seed,
                                       message=f"not run under {lanes.TOOL[name]}: {o.message} without it (the plain lane)")
+                elif o is not None and o.verdict == Verdict.FAIL and o.seconds >= SLOW_FAIL_S:
+                    hung[t] = Outcome(test=t, verdict=o.verdict, seed=o.seed, details=list(o.details),
+                                      message=f"not run under {lanes.TOOL[name]}: it failed without it (the plain "
+                                              f"lane) after {o.seconds:.1f} s: {o.message}")
                 elif o is not None and o.verdict == Verdict.NOT_STARTED:
                     # it stops at the same TODO under the tool, only slower
                     hung[t] = dataclasses.replace(o, details=list(o.details))
