@@ -263,12 +263,7 @@ static bool all_wait_forever(unsigned long long *total)
     return all && seen > 0;
 }
 
-static void sleep_s(double s)
-{
-    struct timespec ts = { .tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
+static void sleep_s(double s) { lab_sleep_ms((unsigned)(s * 1000.0 + 0.5)); }
 
 #define STALL_LOOK_S 0.1  /* how often the watchdog looks */
 #define STALL_S 2.0       /* how long every thread must have waited, none running, to be a stall */

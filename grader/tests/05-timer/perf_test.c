@@ -121,12 +121,9 @@ static uint64_t base_churn(unsigned n, uint64_t seed)
     return t;
 }
 
-#ifndef LAB_PERF_N
-#define LAB_PERF_N 2000
-#endif
 LAB_TEST(timer_perf, linear_insert_cancel_query, 120)
 {
-    unsigned n = LAB_PERF_N, k = 5;
+    unsigned n = 2000, k = 5;
     uint64_t seed = lab_seed();
     uint64_t small = UINT64_MAX, big = UINT64_MAX, base_small = UINT64_MAX, base_big = UINT64_MAX;
     for (unsigned r = 0; r < k; r++) {

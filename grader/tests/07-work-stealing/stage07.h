@@ -44,7 +44,8 @@ bool join_within(struct join_handle *jh, unsigned ms);
 /* join_within, up to ms, that gives up early when progress(arg) (a count
  * that only grows while the runtime works: polls made) stays the same for
  * stall_ms: a runtime whose workers all sleep with work queued fails in
- * stall_ms, not in ms. *stalled says which ended it. */
+ * stall_ms, not in ms. *stalled says which ended it. progress NULL: never
+ * early (join_within is that). */
 bool join_while_progress(struct join_handle *jh, unsigned long (*progress)(void *), void *arg, unsigned stall_ms,
                          unsigned ms, bool *stalled);
 /* Polls until cond(arg) or ms pass (1 ms naps). */

@@ -54,24 +54,20 @@ void step_drops_reset(void) { atomic_store(&drops, 0); }
 
 bool join_within(struct join_handle *jh, unsigned ms)
 {
-    uint64_t end = monotonic_ns() + (uint64_t)ms * 1000000u;
-    bool done;
-    while (!(done = join_handle_is_finished(jh)) && monotonic_ns() < end)
-        lab_sleep_ms(1);
-    join_handle_drop(jh);
-    return done;
+    bool stalled;
+    return join_while_progress(jh, NULL, NULL, 0, ms, &stalled);
 }
 
 bool join_while_progress(struct join_handle *jh, unsigned long (*progress)(void *), void *arg, unsigned stall_ms,
                          unsigned ms, bool *stalled)
 {
     uint64_t now = monotonic_ns(), end = now + (uint64_t)ms * 1000000u, last = now;
-    unsigned long seen = progress(arg);
+    unsigned long seen = progress ? progress(arg) : 0;
     bool done;
     *stalled = false;
     while (!(done = join_handle_is_finished(jh)) && (now = monotonic_ns()) < end) {
-        unsigned long p = progress(arg);
-        if (p != seen) {
+        unsigned long p = progress ? progress(arg) : 0;
+        if (!progress || p != seen) {
             seen = p;
             last = now;
         } else if (now - last >= (uint64_t)stall_ms * 1000000u) {
