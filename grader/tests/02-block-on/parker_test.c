@@ -500,6 +500,6 @@ LAB_TEST(parker_stress, ping_pong, 30)
     cr_assert_eq(stuck_at, UINT32_MAX,
                  "lost wakeup at round %u of %u, seed %llu: two threads taking turns through "
                  "park/unpark both slept (ball at %u): an unpark that came between a thread's "
-                 "last check and its park was lost", stuck_at / 2, r.rounds,
+                 "last check and its park was lost (parker.h contract 1)", stuck_at / 2, r.rounds,
                  (unsigned long long)r.seed, stuck_at);
 }
