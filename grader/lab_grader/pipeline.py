@@ -42,6 +42,7 @@ class Grading:
     stages: dict          # name -> rubric.Stage
     builds: dict          # name -> assemble.StageBuild
     untrusted: list       # the grader's files that changed while it ran (no score is given)
+    items_of_test: dict = dataclasses.field(default_factory=dict)   # (stage, suite::name) -> ids of the items that run it
 
 
 class Pipeline:
@@ -296,7 +297,7 @@ class Pipeline:
         """The grading so far, for a report written before the end (the
         builds that are done; no integrity verdict yet)."""
         builds = {n: f.result() for n, f in self.builds.items() if f.done() and f.exception() is None}
-        return Grading(self.root, self.target, self.plan.stages, builds, [])
+        return Grading(self.root, self.target, self.plan.stages, builds, [], self._items_of_test())
 
     def finish(self):
         """The grading as the report sees it, with the integrity check: the
@@ -306,7 +307,15 @@ class Pipeline:
             untrusted = integrity.changed(self._files, integrity.fingerprint(self.root, self.hidden))
         concurrent.futures.wait(list(self.builds.values()))   # a quiz item's result does not wait for its build
         builds = {n: f.result() for n, f in self.builds.items() if f.exception() is None}
-        return Grading(self.root, self.target, self.plan.stages, builds, untrusted)
+        return Grading(self.root, self.target, self.plan.stages, builds, untrusted, self._items_of_test())
+
+    def _items_of_test(self):
+        out = {}
+        for sp in self.plan.order:
+            for item in sp.stage.items:
+                for t in sp.item_tests[item.key]:
+                    out.setdefault((sp.stage.name, t), []).append(item.id)
+        return out
 
     def close(self):
         self.tree_lock.release()

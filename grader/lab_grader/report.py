@@ -34,11 +34,14 @@ def fmt_points(p):
 
 def rerun_command(grading, item, outcome, command="make grade", narrow=True):
     """The command that reruns just this item's failing test (narrow=False:
-    the item's stage)."""
+    the item's stage); with ITEMS= too when other items run that test (a
+    race or tool item would rerun it in their lanes as well)."""
     stage = grading.stages[item.stage]
     parts = [command, f"STAGE={stage.number}"]
     if narrow and outcome is not None and not outcome.test.startswith("quiz::"):
         parts.append(f"TEST={outcome.test.replace('::', '/')}")
+        if len(grading.items_of_test.get((item.stage, outcome.test), ())) > 1:
+            parts.append(f"ITEMS={item.id}")
     elif narrow:
         parts.append(f"ITEMS={item.id}")
     if outcome is not None and outcome.seed:

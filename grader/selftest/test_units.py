@@ -340,3 +340,25 @@ def test_a_symlinked_quiz_is_refused(tmp_path):
     item = rb.Item(stage="04-deadline-signal", id="q", points=1, lane="quiz", tests=["claim-1"], clause="c", section="#s")
     r = verdict.from_quiz(item, key, link)
     assert r.status == "failed" and "not a regular file" in r.summary and "root" not in r.summary
+
+
+# ---- the report's rerun line -------------------------------------------------
+
+def test_rerun_line_names_the_item_when_other_items_run_the_same_test(tmp_path):
+    from lab_grader import outcomes, pipeline, report
+    from conftest import ROOT, stages
+    every = {s.name: s for s in stages()}
+    p = pipeline.Pipeline(ROOT, ROOT / "solutions", list(every.values()), [every["02-block-on"]], tmp_path)
+    try:
+        g = p.snapshot()
+    finally:
+        p.close()
+    items = {i.id: i for i in every["02-block-on"].items}
+    shared = outcomes.Outcome("parker_stress::ping_pong", outcomes.Verdict.FAIL)
+    runners = g.items_of_test[("02-block-on", shared.test)]
+    assert len(runners) > 1, f"ping_pong should run in several items (plain, Valgrind, TSan): {runners}"
+    line = report.rerun_command(g, items[runners[0]], shared)
+    assert line.startswith(f"make grade STAGE=2 TEST=parker_stress/ping_pong ITEMS={runners[0]}"), line
+    alone = next((t, ids) for (s, t), ids in g.items_of_test.items() if s == "02-block-on" and len(ids) == 1)
+    line = report.rerun_command(g, items[alone[1][0]], outcomes.Outcome(alone[0], outcomes.Verdict.FAIL))
+    assert "ITEMS=" not in line, f"a test only one item runs needs no ITEMS=: {line}"
