@@ -174,10 +174,13 @@ class Pipeline:
         return lanes.check(lane, outs, result, run_dir)
 
     def plain(self, sp, tests=None):
-        """The plain lane: tests (by default those of the graded plain items;
-        every test when nothing is filtered) once: {test: Outcome}."""
+        """The plain lane: tests (by default those of the graded plain items,
+        and those the Valgrind and TSan items will run, so that a test that
+        hangs or gives up slowly is known before a tool runs it ten times
+        slower; every test when nothing is filtered) once: {test: Outcome}."""
         if tests is None:
-            tests = sp.tests if self.plan.unfiltered else sp.lane_tests("plain")
+            tests = sp.tests if self.plan.unfiltered else list(dict.fromkeys(
+                sp.lane_tests("plain") + sp.lane_tests("valgrind") + sp.lane_tests("tsan")))
         tests = tuple(tests)
 
         def go():

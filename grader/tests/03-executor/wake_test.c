@@ -103,7 +103,7 @@ LAB_TEST(wake, during_poll_requeued_once_by_value, 10) { wake_during_poll(true);
 
 /* ---- two wakes, one queue entry --------------------------------------------------------- */
 
-LAB_TEST(wake, two_wakes_one_queue_entry, 10)
+LAB_TEST(wake, two_wakes_one_queue_entry, 3)
 {
     struct executor *ex = new_executor();
     struct probe_stats t;

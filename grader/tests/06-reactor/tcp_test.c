@@ -439,7 +439,7 @@ LAB_TEST(tcp, dup_after_close_delivers_nothing, 5)
 
 /* ---- many connections --------------------------------------------------------------------- */
 
-LAB_TEST(tcp, thousand_connections, 8) /* the reference: 0.35 s */
+LAB_TEST(tcp, thousand_connections, 5) /* the reference: 0.35 s */
 {
     unsigned long limit = raise_nofile();
     unsigned n = lab_scale(1000, 50);
@@ -628,7 +628,7 @@ static void *unparker_thread(void *arg)
     return NULL;
 }
 
-LAB_TEST(tcp_stress, duplex_echo, 5) /* the reference: 0.06 s */
+LAB_TEST(tcp_stress, duplex_echo, 2) /* the reference: 0.06 s */
 {
     struct iostack s;
     iostack_new(&s);

@@ -48,6 +48,10 @@ bool join_within(struct join_handle *jh, unsigned ms);
  * early (join_within is that). */
 bool join_while_progress(struct join_handle *jh, unsigned long (*progress)(void *), void *arg, unsigned stall_ms,
                          unsigned ms, bool *stalled);
+/* join_within for n handles, all within one ms (not ms each: a runtime
+ * that never runs them fails in ms, not n times ms); how many completed.
+ * Drops every handle. */
+unsigned join_all_within(struct join_handle **jh, unsigned n, unsigned ms);
 /* Polls until cond(arg) or ms pass (1 ms naps). */
 bool wait_until(bool (*cond)(void *), void *arg, unsigned ms);
 /* A runtime with n workers over its own parker, or a failed test. */

@@ -58,6 +58,17 @@ bool join_within(struct join_handle *jh, unsigned ms)
     return join_while_progress(jh, NULL, NULL, 0, ms, &stalled);
 }
 
+unsigned join_all_within(struct join_handle **jh, unsigned n, unsigned ms)
+{
+    uint64_t end = monotonic_ns() + (uint64_t)ms * 1000000u;
+    unsigned done = 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t now = monotonic_ns();
+        done += join_within(jh[i], now < end ? (unsigned)((end - now) / 1000000u) : 0);
+    }
+    return done;
+}
+
 bool join_while_progress(struct join_handle *jh, unsigned long (*progress)(void *), void *arg, unsigned stall_ms,
                          unsigned ms, bool *stalled)
 {
