@@ -178,10 +178,7 @@ class Pipeline:
         and those the Valgrind and TSan items will run, so that a test that
         hangs or gives up slowly is known before a tool runs it ten times
         slower; every test when nothing is filtered) once: {test: Outcome}."""
-        if tests is None:
-            tests = sp.tests if self.plan.unfiltered else list(dict.fromkeys(
-                sp.lane_tests("plain") + sp.lane_tests("valgrind") + sp.lane_tests("tsan")))
-        tests = tuple(tests)
+        tests = tuple(self.plain_tests(sp) if tests is None else tests)
 
         def go():
             if not tests:
@@ -189,6 +186,11 @@ class Pipeline:
             name = "plain" if len(tests) == len(sp.tests) else f"plain-{build._digest(*tests)[:8]}"
             return self._lane_run(sp, lanes.LANES["plain"], tests, self.work / sp.stage.name / name)
         return self.memo.get(("plain", sp.stage.name, tests), go)
+
+    def plain_tests(self, sp):
+        if self.plan.unfiltered:
+            return sp.tests
+        return list(dict.fromkeys(sp.lane_tests("plain") + sp.lane_tests("valgrind") + sp.lane_tests("tsan")))
 
     def race(self, sp, item):
         """The item's tests `runs` times (once in make check): lanes.repeat."""
