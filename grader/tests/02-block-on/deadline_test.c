@@ -10,9 +10,13 @@
  * instead the wrapped condition wait (common/testing/explore.h) tells this
  * test the moment a timed wait returns. The parker waits there until a
  * second thread, spinning, says it is about to unpark; that thread waits a
- * random 0-400-odd nanoseconds and unparks while the parker goes on to its
- * check and its store: over thousands of rounds the unpark lands between
- * the two hundreds of times (and before the check, and after the store).
+ * while and unparks as the parker goes on to its check and its store. The
+ * wait is steered round by round (a staircase): a park that took the token
+ * means the unpark came before the check, so the next one waits longer; one
+ * that did not means it came after the store, so the next waits less. The
+ * unparks thus gather at the check, with a random spread a little wider
+ * than the window, and hundreds of them land between the check and the
+ * store over the rounds, whatever this machine's speed.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -28,6 +32,7 @@ struct round {
     atomic_uint go;     /* round number the unparker may act in */
     atomic_uint ready;  /* round number it is about to unpark in */
     atomic_uint done;   /* round number it has unparked in */
+    atomic_uint delay;  /* spin turns before the unpark, steered by the owner */
     atomic_bool stop;
     pthread_t owner;
     uint64_t rng;
@@ -64,7 +69,7 @@ static void *unparker(void *arg)
             continue;
         }
         seen = g;
-        unsigned spin = (unsigned)(lab_rand(&rng) % 300);
+        unsigned spin = atomic_load_explicit(&r->delay, memory_order_relaxed) + (unsigned)(lab_rand(&rng) % 64);
         atomic_store_explicit(&r->ready, g, memory_order_release); /* pairs with the hook's acquire */
         for (volatile unsigned i = 0; i < spin; i++)
             ;
@@ -82,18 +87,24 @@ LAB_TEST(parker_deadline, unpark_at_the_deadline_is_kept, 10)
     atomic_init(&r.ready, 0);
     atomic_init(&r.done, 0);
     atomic_init(&r.stop, false);
+    atomic_init(&r.delay, 0);
     r.owner = pthread_self();
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, unparker, &r), 0, "pthread_create failed");
     lab_sync_on_point(held_at_return, &r);
     lab_sync_track(true);
-    unsigned rounds = lab_scale(5000, 200), lost = 0, first = 0, took = 0;
-    for (unsigned n = 1; n <= rounds && !lost; n++) {
+    /* up to 10,000 rounds (about 0.9 s here) or 1.5 s, whichever ends first */
+    unsigned rounds = lab_scale(10000, 200), lost = 0, first = 0, took = 0, n;
+    uint64_t end = monotonic_ns() + (uint64_t)(1500u * (unsigned)LAB_TIMEOUT_SCALE) * 1000000u;
+    for (n = 1; n <= rounds && !lost && (n % 64 || monotonic_ns() < end); n++) {
         bool got = parker_park_timeout(r.p, 2000); /* 2 us: the wait times out at once */
         if (atomic_load_explicit(&r.go, memory_order_relaxed) != n)
             atomic_store_explicit(&r.go, n, memory_order_release); /* no timed wait this round: unpark anyway */
         for (unsigned turns = 0; atomic_load_explicit(&r.done, memory_order_acquire) != n; turns++)
             lab_spin_pause(turns);
+        unsigned d = atomic_load_explicit(&r.delay, memory_order_relaxed);
+        /* relaxed: only a tuning value; the round's handshake orders it */
+        atomic_store_explicit(&r.delay, got ? (d < 4000 ? d + 8 : d) : (d >= 8 ? d - 8 : 0), memory_order_relaxed);
         if (got) {
             took++;
             continue; /* the park took this round's token (it came before the check) */
@@ -108,7 +119,7 @@ LAB_TEST(parker_deadline, unpark_at_the_deadline_is_kept, 10)
     lab_sync_on_point(NULL, NULL);
     atomic_store_explicit(&r.stop, true, memory_order_relaxed);
     pthread_join(th, NULL);
-    lab_note("%u rounds, %u parks took the token as they timed out", rounds, took);
+    lab_note("%u rounds, %u parks took the token as they timed out", n - 1, took);
     cr_assert_eq(lost, 0,
                  "round %u: park_timeout gave up (false), an unpark from another thread had landed meanwhile and "
                  "was over, and then park_timeout(p, 0) found no token: the unpark that raced the deadline was "
