@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -95,14 +96,29 @@ def test_every_command_of_the_handout_readme_works_there(handout):
         p = subprocess.Popen(cmd.split() + ["-s", "-C", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
                              start_new_session=True)
-        try:
-            text, _ = p.communicate(timeout=20 if watch else 300)
-        except subprocess.TimeoutExpired:
+        if watch:
+            # make watch never ends: read until its first check is over
+            # (a timer kills it if that never comes), then stop it
+            timer = threading.Timer(120, os.killpg, (p.pid, signal.SIGKILL))
+            timer.start()
+            text = ""
+            for line in p.stdout:
+                text += line
+                if "waiting for a change" in line:
+                    break
+            timer.cancel()
             os.killpg(p.pid, signal.SIGKILL)   # make watch and what it started
             p.communicate()
-            assert watch, f"{cmd} did not finish"
+            assert "waiting for a change" in text, f"{cmd} never finished its first check:\n{text[-3000:]}"
+            assert "Traceback" not in text and "No rule to make target" not in text, f"{cmd}:\n{text[-3000:]}"
             ran.append(cmd)
             continue
+        try:
+            text, _ = p.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise AssertionError(f"{cmd} did not finish in 300 s")
         assert "Traceback" not in text and "No rule to make target" not in text, f"{cmd}:\n{text[-3000:]}"
         assert p.returncode in (0, 1, 2), f"{cmd} exited {p.returncode}:\n{text[-3000:]}"
         assert text.strip(), f"{cmd} printed nothing"
