@@ -69,8 +69,8 @@ class Assembler:
         if taken.refused:
             raise build.BuildError(taken.refused, "", kind="refused")
         dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
-        out = [self.builder.compile(taken.dir / src, variant, dirs, werror=self.werror, jailed=True)
-               for src in sp.stage.sources]
+        out = build.each(lambda src: self.builder.compile(taken.dir / src, variant, dirs, werror=self.werror,
+                                                          jailed=True), sp.stage.sources)
         if variant == "plain":
             for src, c in zip(sp.stage.sources, out):
                 self._gate(plan, sp, taken.dir / src, c.obj, dirs)
@@ -107,7 +107,8 @@ class Assembler:
         d = self.reference / sp.stage.name
         if d.is_dir():
             dirs = self._dirs(sp, self.reference)
-            return [self.builder.compile(d / src, variant, dirs, werror=True).obj for src in sp.stage.sources]
+            return [c.obj for c in build.each(lambda src: self.builder.compile(d / src, variant, dirs, werror=True),
+                                              sp.stage.sources)]
         # make debug links the reference's -O2 objects where no source is at hand
         shipped = self.root / "grader" / "reference" / sp.stage.name / ("plain" if variant == build.DEBUG else variant)
         objs = [shipped / (pathlib.Path(src).stem + ".o") for src in sp.stage.sources]

@@ -17,9 +17,15 @@ system one from `#include <signal.h>`.
 
 Objects are cached by the hash of their source, flags and the headers they
 can see, so grading many trees (a class, the mutants) compiles common/ and the
-tests once.
+tests once. A group of objects (a stage's tests, common/) compiles on up to
+JOBS threads; an object is compiled under a file lock too, so two graders
+sharing a build directory (make watch beside make grade, the self-tests'
+two workers) compile it once, not both at the same time.
 """
+import concurrent.futures
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
 import pathlib
@@ -135,6 +141,30 @@ class Compiled:
     warnings: str   # the compiler's output, when it said anything
 
 
+JOBS = max(1, min(4, os.cpu_count() or 1))
+
+
+def each(fn, items):
+    """[fn(x) for x in items] on up to JOBS threads, in order; the first
+    error in that order is raised, as when one ran after another."""
+    items = list(items)
+    if len(items) < 2 or JOBS == 1:
+        return [fn(x) for x in items]
+    with concurrent.futures.ThreadPoolExecutor(min(JOBS, len(items))) as pool:
+        futures = [pool.submit(fn, x) for x in items]
+    return [f.result() for f in futures]
+
+
+@contextlib.contextmanager
+def _file_lock(path):
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _digest(*parts):
     h = hashlib.sha256()
     for p in parts:
@@ -191,7 +221,9 @@ class Builder:
         key = _digest(source.read_bytes(), " ".join(flags), self._headers_digest(visible), variant)
         obj = self.obj_dir / f"{source.stem}-{key}.o"
         log = obj.with_suffix(".log")
-        with self._lock(str(obj)):
+        if obj.exists():
+            return Compiled(obj, log.read_text() if log.exists() else "")
+        with self._lock(str(obj)), _file_lock(obj.with_suffix(".lock")):
             if obj.exists():
                 return Compiled(obj, log.read_text() if log.exists() else "")
             tmp = obj.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
@@ -229,7 +261,7 @@ class Builder:
         code = CODE_VARIANT[variant]
         srcs = [self.common / s for s in COMMON_SOURCES]
         srcs += [self.testing / s for s in TESTING_SOURCES if (self.testing / s).exists()]
-        objs = [self.compile(s, code, [], werror=True).obj for s in srcs]
+        objs = [c.obj for c in each(lambda s: self.compile(s, code, [], werror=True), srcs)]
         if variant != "plain":
             objs.append(self.compile(self.testing / "standin" / "runner.c", code, [], werror=True).obj)
         return objs
@@ -246,7 +278,7 @@ class Builder:
             stage_dirs = [*stage_dirs, pathlib.Path(tests_dir)]
         if not srcs:
             raise BuildError(f"no tests in {tests_dir}", "", kind="grader")
-        return [self.compile(s, variant, stage_dirs, werror=True, extra=extra).obj for s in srcs]
+        return [c.obj for c in each(lambda s: self.compile(s, variant, stage_dirs, werror=True, extra=extra), srcs)]
 
     def link(self, objects, output, variant):
         output = pathlib.Path(output)
