@@ -65,6 +65,9 @@ struct future probe_future(struct probe_stats **storage);
 void probe_stash(struct probe_stats *st, struct context *cx);
 /* Takes the stash out (WAKER_NONE when empty): the caller owns it. */
 struct waker probe_take_stash(struct probe_stats *st);
+/* Waits up to ms (1 ms naps) until a poll has stashed a waker; true when
+ * one has. (polls counts a poll as it begins, before its step stashes.) */
+bool probe_wait_stashed(struct probe_stats *st, unsigned ms);
 /* Drops the stash if any; then frees the lock. */
 void probe_destroy(struct probe_stats *st);
 

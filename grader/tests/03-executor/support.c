@@ -80,6 +80,18 @@ struct waker probe_take_stash(struct probe_stats *st)
     return w;
 }
 
+bool probe_wait_stashed(struct probe_stats *st, unsigned ms)
+{
+    for (unsigned waited = 0;; waited++) {
+        pthread_mutex_lock(&st->lock);
+        bool stashed = !waker_is_none(&st->stash);
+        pthread_mutex_unlock(&st->lock);
+        if (stashed || waited >= ms)
+            return stashed;
+        lab_sleep_ms(1);
+    }
+}
+
 void probe_destroy(struct probe_stats *st)
 {
     struct waker w = probe_take_stash(st);

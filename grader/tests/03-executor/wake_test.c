@@ -372,9 +372,8 @@ LAB_TEST(wake, other_thread_unparks_run, 10)
     struct join_handle *jh = spawn_probe(ex, &t, NULL);
     struct bg_run b;
     bg_run_start(&b, ex);
-    for (unsigned waited = 0; probe_polls(&t) == 0 && waited < RESCUE_MS; waited++)
-        lab_sleep_ms(1);
-    cr_assert_eq(probe_polls(&t), 1, "the task was not polled once by the running executor");
+    bool stashed = probe_wait_stashed(&t, RESCUE_MS); /* its poll stashed the waker this thread wakes */
+    cr_assert(stashed && probe_polls(&t) == 1, "the task was not polled once by the running executor");
     lab_sleep_ms(50); /* let the executor park */
     struct waker w = probe_take_stash(&t);
     waker_wake(&w); /* from this thread: must unpark the executor's */
