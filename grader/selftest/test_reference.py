@@ -4,7 +4,7 @@ a later stage is graded with the reference of an earlier one that fails."""
 import shutil
 import subprocess
 
-from conftest import ROOT, grade, solutions_copy, stages
+from conftest import ROOT, every_lane, grade, solutions_copy, stages
 
 
 def test_solutions_full_marks(tmp_path):
@@ -60,7 +60,8 @@ def test_skeleton_scores_zero_and_says_not_started(tmp_path):
 
 def test_later_stage_uses_reference_when_earlier_fails(tmp_path):
     """Stage 02 on top of the untouched stage 01 skeleton: stage 02 is still
-    graded in full, against the reference stage 01, and the report says so."""
+    graded, in every lane, against the reference stage 01, and the report
+    says so."""
     later = [s for s in stages() if s.uses]
     assert later, "no stage uses another"
     s = later[0]
@@ -68,9 +69,10 @@ def test_later_stage_uses_reference_when_earlier_fails(tmp_path):
     shutil.copytree(ROOT / "labs", tree)
     shutil.rmtree(tree / s.name)
     shutil.copytree(ROOT / "solutions" / s.name, tree / s.name)
-    g = grade(tmp_path, tree, stage=s.name)
+    items = every_lane(s)
+    g = grade(tmp_path, tree, stage=s.name, items=[i.key for i in items])
     assert g.returncode == 0, g.output[-4000:]
-    assert g.score == s.max_points
+    assert g.score == sum(i.points for i in items), g.output[-3000:]
     for dep in s.uses:
         assert f"graded with the reference {dep}" in g.output, g.output[-3000:]
 
@@ -127,10 +129,7 @@ def test_compile_error_costs_its_stage_only(tmp_path):
     shutil.copytree(ROOT / "solutions", tree)
     src = sorted((tree / broken).glob("*.c"))[0]
     src.write_text(src.read_text() + "\nthis is not C;\n")
-    lanes = {}
-    for i in later.items:
-        lanes.setdefault(i.lane, []).append(i)
-    graded = [i for i in lanes.pop("plain")] + [ls[0] for ls in lanes.values()]
+    graded = every_lane(later)
     items = [i.key for i in first.items if i.lane == "plain"] + [i.key for i in graded]
     items += [i.key for s in stages() if s.name == broken for i in s.items]
     g = grade(tmp_path, tree, stage=f"{first.name},{broken},{later.name}", items=items)
