@@ -93,7 +93,7 @@ LAB_TEST(parker_deadline, unpark_at_the_deadline_is_kept, 10)
     cr_assert_eq(pthread_create(&th, NULL, unparker, &r), 0, "pthread_create failed");
     lab_sync_on_point(held_at_return, &r);
     lab_sync_track(true);
-    /* up to 10,000 rounds (about 0.9 s here) or 1.5 s, whichever ends first */
+    /* up to 10,000 rounds (about 1.1 s on the reference here) or 1.5 s, whichever ends first */
     unsigned rounds = lab_scale(10000, 200), lost = 0, first = 0, took = 0, n;
     uint64_t end = monotonic_ns() + (uint64_t)(1500u * (unsigned)LAB_TIMEOUT_SCALE) * 1000000u;
     for (n = 1; n <= rounds && !lost && (n % 64 || monotonic_ns() < end); n++) {
