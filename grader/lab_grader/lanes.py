@@ -27,10 +27,10 @@ VALGRIND = ("valgrind", "-q", "--trace-children=yes", "--fair-sched=yes", "--lea
             # made Valgrind exit 1 ("cannot create shared_mem file")
             "--vgdb=no")
 TSAN_OPTIONS = "halt_on_error=1 exitcode=66 second_deadlock_stack=1 history_size=4 atexit_sleep_ms=0"
-# The iteration factor under TSan (lab_scale): a race is reported from the
-# first unordered pair of accesses it sees, not from their number, and the
-# storms at full size cost 20 times their plain time (owner_vs_three_thieves:
-# 6.6 s against 0.33 s)
+# The iteration factor under TSan (lab_scale), the lab's own choice: TSan
+# reports one unordered pair of accesses to a word's shadow state (see
+# docs/debugging.md), and the storms at full size cost 20 times their plain
+# time (owner_vs_three_thieves: 6.6 s against 0.33 s)
 TSAN_SCALE = "0.25"
 
 

@@ -54,6 +54,11 @@ class Pipeline:
         self.hidden = pathlib.Path(hidden) if hidden else None
         self.reference = pathlib.Path(reference) if reference else self.root / "solutions"
         self.plan = plan.make(self.root, stages, selected, items, test, self.hidden, quick)
+        self.items_of_test = {}   # (stage, suite::name) -> ids of the items that run it, for the rerun line
+        for sp in self.plan.order:
+            for item in sp.stage.items:
+                for t in sp.item_tests[item.key]:
+                    self.items_of_test.setdefault((sp.stage.name, t), []).append(item.id)
         slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
         self.work = self.build_dir / "runs" / slug
         self.assembler = assemble.Assembler(self.root, self.target, self.reference, self.hidden, self.build_dir,
@@ -302,7 +307,7 @@ class Pipeline:
         """The grading so far, for a report written before the end (the
         builds that are done; no integrity verdict yet)."""
         builds = {n: f.result() for n, f in self.builds.items() if f.done() and f.exception() is None}
-        return Grading(self.root, self.target, self.plan.stages, builds, [], self._items_of_test())
+        return Grading(self.root, self.target, self.plan.stages, builds, [], self.items_of_test)
 
     def finish(self):
         """The grading as the report sees it, with the integrity check: the
@@ -312,15 +317,7 @@ class Pipeline:
             untrusted = integrity.changed(self._files, integrity.fingerprint(self.root, self.hidden))
         concurrent.futures.wait(list(self.builds.values()))   # a quiz item's result does not wait for its build
         builds = {n: f.result() for n, f in self.builds.items() if f.exception() is None}
-        return Grading(self.root, self.target, self.plan.stages, builds, untrusted, self._items_of_test())
-
-    def _items_of_test(self):
-        out = {}
-        for sp in self.plan.order:
-            for item in sp.stage.items:
-                for t in sp.item_tests[item.key]:
-                    out.setdefault((sp.stage.name, t), []).append(item.id)
-        return out
+        return Grading(self.root, self.target, self.plan.stages, builds, untrusted, self.items_of_test)
 
     def close(self):
         self.tree_lock.release()
