@@ -26,7 +26,7 @@
 #   make grade RESULTS=r.json UNJUDGED=omit   an item not judged counts 0 of 0 (default: 0 of its points)
 #   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
 #   make test                        the project's own tests
-#   make checkpoints                 grade every chapter checkpoint on a tree with only its steps written (~1 min)
+#   make checkpoints                 grade every chapter checkpoint on a tree with only its steps written (part of test; ~25 s alone)
 #   make labs                        regenerate labs/ from solutions/
 #   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
 #   make handout                     the student handout, in build/handout
@@ -150,11 +150,11 @@ test: deps-test labs-check quotes-check
 	@$(NEED_PY)
 	@cd "$(ROOT)" && $(PY) -m pytest -p no:cacheprovider -q --no-header -rfE --durations=15 grader/selftest -n 2
 
-# Not part of test (a minute of gradings): the chapters' "A good order:" steps
+# Part of test, alone here: the chapters' "A good order:" steps
 # (grader/authoring/steps.py), each checkpoint graded with only its steps written.
 checkpoints: deps-test
 	@$(NEED_PY)
-	@cd "$(ROOT)" && LAB_CHECKPOINTS=1 $(PY) -m pytest -p no:cacheprovider -q --no-header -rfE \
+	@cd "$(ROOT)" && $(PY) -m pytest -p no:cacheprovider -q --no-header -rfE \
 	    grader/selftest/test_checkpoints.py -n 2
 
 labs:

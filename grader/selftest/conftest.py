@@ -15,6 +15,11 @@ sys.path.insert(0, str(GRADER))
 from lab_grader import rubric  # noqa: E402
 
 
+# What the grader says when the machine, not the code, decided an item: it
+# leaves the item unjudged (no points either way) and says to rerun.
+MACHINE_REASONS = ("cannot judge on this machine", "the machine was too busy", "too slow")
+
+
 @dataclasses.dataclass
 class Graded:
     returncode: int
@@ -27,6 +32,12 @@ class Graded:
             if t["number"] == key:
                 return t
         raise KeyError(f"{key} not in results ({[t['number'] for t in self.results.get('tests', [])]})")
+
+    def left_to_the_machine(self, key):
+        """The item went unjudged because the machine could not measure it
+        (a peer's wait, a run starved of CPU): no verdict on the code."""
+        t = self.item(key)
+        return not t.get("extra_data", {}).get("judged", True) and any(r in t["output"] for r in MACHINE_REASONS)
 
     @property
     def score(self):

@@ -6,11 +6,10 @@ to k from solutions/ (with the step's "not yet" mutants applied: what its
 functions still leave out), the rest as the skeleton has them, passes step
 k's items under `make check`.
 
-The gradings take about a minute on two cores (a stage's files compile anew
-for each step; 25-40 s once compiled), so make test runs only the
-statement's checks; `make checkpoints` runs the gradings too
-(LAB_CHECKPOINTS=1)."""
-import os
+make test runs the gradings with the rest: 23 s on two cores with a cold
+build directory, 10 s when the other self-tests have compiled the tests and
+common/ already (only the partial stage's own files compile anew);
+`make checkpoints` runs this file alone."""
 import re
 import shutil
 import sys
@@ -92,7 +91,6 @@ def test_partial_stage_keeps_only_the_steps_regions(tmp_path):
         assert text.count("LAB_TODO(") + text.count("todo_your_fields_here") == len(todo), (name, todo)
 
 
-@pytest.mark.skipif(not os.environ.get("LAB_CHECKPOINTS"), reason="the gradings: make checkpoints")
 @pytest.mark.parametrize("stage,step", CHECKPOINTS, ids=[f"{s.name}/step-{st.number}" for s, st in CHECKPOINTS])
 def test_checkpoint_is_reachable(stage, step, tmp_path):
     all_steps = steps.steps(ROOT / stage.chapter)
@@ -106,6 +104,9 @@ def test_checkpoint_is_reachable(stage, step, tmp_path):
     failed = []
     for item in step.checkpoint:
         t = g.item(f"{stage.name}/{item}")
+        if g.left_to_the_machine(f"{stage.name}/{item}"):   # as for the full marks: no verdict either way
+            print(f"{item} not judged here: {t['output'][:300]}")
+            continue
         if t["status"] != "passed":
             blocked = sorted({f"{f}() of step {later.get(f, '?')}" for f in TODO.findall(t["output"])})
             failed.append(f"{item}: " + (f"not started, needs {', '.join(blocked)}" if blocked
