@@ -505,6 +505,29 @@ void lab_spin_pause(unsigned turns)
     nanosleep(&pause, NULL);
 }
 
+bool lab_two_cpus(int *a, int *b)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return false;
+    int found = 0;
+    for (int c = 0; c < CPU_SETSIZE && found < 2; c++) {
+        if (!CPU_ISSET(c, &set))
+            continue;
+        *(found == 0 ? a : b) = c;
+        found++;
+    }
+    return found == 2;
+}
+
+void lab_pin_thread(pthread_t t, int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    (void)pthread_setaffinity_np(t, sizeof one, &one); /* a hint: the race is valid either way */
+}
+
 void lab_monotonic_cond_init(pthread_cond_t *c)
 {
     pthread_condattr_t a;

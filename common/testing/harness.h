@@ -21,6 +21,7 @@
 #define LAB_HARNESS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 void lab_test_begin(const char *suite, const char *name, double timeout_s);
@@ -58,6 +59,15 @@ void lab_sleep_ms(unsigned ms);
  * share of the CPU to the thread it waits for. On a healthy machine the
  * partner arrives long before that: the race's timing is that of the spin. */
 void lab_spin_pause(unsigned turns);
+
+/* The first two CPUs this process may run on, or false when it has only one.
+ * A race between two threads wants one on each: left to itself, the
+ * scheduler likes to wake a helper on its waker's own core, where the two
+ * take turns instead of racing. */
+bool lab_two_cpus(int *a, int *b);
+/* Pins thread t to one CPU: a hint (a failure is ignored); a race is valid
+ * either way. */
+void lab_pin_thread(pthread_t t, int cpu);
 
 /* For test support that waits on condition variables: a condition variable
  * timed on CLOCK_MONOTONIC, and the absolute CLOCK_MONOTONIC deadline

@@ -31,13 +31,25 @@ def test_mutants_name_real_items():
 # verdict that varies between two gradings of the same code.
 RACE_RUNS = 3
 
+# A grading that leaves an intended item unjudged ("not judged, regrade: the
+# machine was too busy", which never gives the point) is graded again, as an
+# instructor is told to: a spinning mutant beside make test's other worker and
+# its hogs can be held off the CPU enough to be starved by the kernel's own
+# numbers. Still unjudged after these, the mutant counts as not caught.
+MACHINE_REGRADES = 2
+
 
 @pytest.mark.parametrize("m", MUTANTS, ids=[f"{m.stage}/{m.name}" for m in MUTANTS])
 def test_mutant_is_caught(m, tmp_path):
     tree = apply_mutant(m, tmp_path / "tree")
     race = [c for c in m.catches if ITEMS[(m.stage, c)].lane == "race"]
     env = dict(MUTANT_ENV, **({"LAB_RACE_RUNS": str(RACE_RUNS)} if race else {}))
-    g = grade(tmp_path, tree, stage=m.stage, items=m.catches, env=env)
+    for _ in range(1 + MACHINE_REGRADES):
+        g = grade(tmp_path, tree, stage=m.stage, items=m.catches, env=env)
+        unjudged = [c for c in m.catches if g.results.get("tests") and g.left_to_the_machine(f"{m.stage}/{c}")]
+        if not unjudged:
+            break
+        print(f"{m.name}: {', '.join(unjudged)} not judged (the machine was busy); regrading")
     assert g.returncode == 2, f"make grade should fail (make's status 2) on a mutant; it exited {g.returncode}\n{g.output[-3000:]}"
     for c in m.catches:
         t = g.item(f"{m.stage}/{c}")

@@ -220,33 +220,6 @@ static void *helper_main(void *arg)
     }
 }
 
-/* The first two CPUs this process may run on, or false when it has one.
- * The test's thread and the helper each take one of them: left to itself,
- * the scheduler likes to wake the helper on the test's own core, where the
- * two take turns instead of racing. */
-static bool two_cpus(int *a, int *b)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return false;
-    int found = 0;
-    for (int c = 0; c < CPU_SETSIZE && found < 2; c++) {
-        if (!CPU_ISSET(c, &set))
-            continue;
-        *(found == 0 ? a : b) = c;
-        found++;
-    }
-    return found == 2;
-}
-
-static void pin_thread(pthread_t t, int cpu)
-{
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    (void)pthread_setaffinity_np(t, sizeof one, &one); /* a hint: the race is valid either way */
-}
-
 static void helper_start(struct helper *h)
 {
     sem_init(&h->go, 0, 0);
@@ -257,9 +230,9 @@ static void helper_start(struct helper *h)
     if (pthread_create(&h->thread, NULL, helper_main, h) != 0)
         cr_assert_fail("could not start the helper thread");
     int a, b;
-    if (two_cpus(&a, &b)) {
-        pin_thread(pthread_self(), a);
-        pin_thread(h->thread, b);
+    if (lab_two_cpus(&a, &b)) {
+        lab_pin_thread(pthread_self(), a);
+        lab_pin_thread(h->thread, b);
     }
 }
 
