@@ -528,11 +528,10 @@ LAB_TEST(timer_threads, concurrent_register_and_drop, 20)
 
 /* The same churn beside an owner that parks with a zero timeout, again and
  * again, as an executor with tasks to run checks for fired timers between
- * them. The owner is now out of the driver's lock for a large share of the
- * time, between one park's end and the next one's start, so a park that reads
- * the wheel before it takes the lock meets the workers' registrations there
- * many times a run (contract 2), under load and at ThreadSanitizer's scale as
- * much as alone; the 2 ms owner above gives that read a window of a few
+ * them. Its parks follow one another with no sleep between, so a park that
+ * reads the wheel before it takes the driver's mutex meets the workers'
+ * registrations many times a run, under load and at ThreadSanitizer's scale
+ * as much as alone; the 2 ms owner above gives that read a window of a few
  * instructions once a park. */
 LAB_TEST(timer_threads, register_beside_a_polling_owner, 20)
 {
