@@ -28,6 +28,24 @@ def test_every_hint_block_parses(stage):
     assert blocks == sum(len(v) for v in hints.values()), f"{path.name}: a <details> block did not parse"
 
 
+LADDER = 3   # a question, a nudge, a near-answer (issue 28)
+
+
+@pytest.mark.parametrize("stage", stages(), ids=lambda s: s.name)
+def test_every_item_has_a_ladder_of_three(stage):
+    """Every gradable item (not hidden, not a quiz claim) has at least three
+    levels, and its first level asks: it holds a question, so that the first
+    thing a student reads is not the fix."""
+    path = ROOT / "docs" / "hints" / f"{stage.name}.md"
+    hints = tools.parse_hints(path, ids(stage))
+    gradable = [i.id for i in stage.items if not i.hidden and i.lane != "quiz"]
+    short = {item: len(hints.get(item, [])) for item in gradable if len(hints.get(item, [])) < LADDER}
+    assert not short, (f"{path.name}: items with fewer than {LADDER} hint levels (item: levels): "
+                       + ", ".join(f"{k}: {v}" for k, v in short.items()))
+    telling = [item for item in gradable if "?" not in hints[item][0]]
+    assert not telling, f"{path.name}: the first level of {telling} asks no question"
+
+
 BLOCK = '<details markdown="1">\n<summary>{item}, level {level}</summary>\n\n{body}\n\n</details>\n\n'
 
 
