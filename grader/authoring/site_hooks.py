@@ -12,14 +12,26 @@ What they add to `mkdocs build`, without touching docs/*.md:
     shows "Details" instead of the hint's title: HTML wants the summary as
     the first child, https://html.spec.whatwg.org/multipage/interactive-elements.html#the-summary-element);
   - a quoted code block (<!-- quote: path#region -->, grader/authoring/quotes.py)
-    shows the file it is quoted from above it.
+    shows the file it is quoted from above it;
+  - a <details> hint is folded on load wherever it is (an `open` attribute
+    is dropped), and the hint pages (docs/hints/) are kept out of the search
+    index: a search for an item's name must not show its near-answer. Their
+    page meta gets `search: exclude: true` (mkdocs-material 9 honours it), and,
+    because Debian 12's mkdocs-material 8.2.5 and mkdocs' own search plugin
+    do not, the written search/search_index.json is filtered after the build.
 """
 import html
+import json
 import pathlib
 import re
 import sys
 
 from mkdocs.structure.files import File
+try:
+    from mkdocs.plugins import event_priority
+except ImportError:                      # mkdocs before 1.4: hooks run after plugins anyway
+    def event_priority(_):
+        return lambda f: f
 from pymdownx.slugs import slugify
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -33,6 +45,8 @@ HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t#]*$", re.M)
 FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 EXPLICIT = re.compile(r'<a (?:id|name)="([^"]+)"')
 DETAILS = re.compile(r"^<details(?P<attrs>[^>]*)>[ \t]*(?:<summary(?P<sattrs>[^>]*)>)?", re.M)
+HINTS = "hints/"                # the folder of the hint pages, relative to docs_dir
+OPEN = re.compile(r"\s+open(?:=(?:\"[^\"]*\"|'[^']*'|\S+))?(?=[\s>]|$)")
 QUOTE = re.compile(r"^<!-- quote: (?P<path>[^#\s]+)#(?P<name>[\w.-]+) -->$", re.M)
 
 
@@ -72,7 +86,7 @@ def grading_page(stages, docs):
 
 def details(m):
     """A <details> tag (and a <summary> on its line) as md_in_html renders them right."""
-    attrs, sattrs = m.group("attrs"), m.group("sattrs")
+    attrs, sattrs = OPEN.sub("", m.group("attrs")), m.group("sattrs")   # folded on load, always
     out = f"<details{attrs}>" if "markdown=" in attrs else f'<details{attrs} markdown="1">'
     if sattrs is not None:
         out += "\n" + (f"<summary{sattrs}>" if "markdown=" in sattrs else f'<summary{sattrs} markdown="span">')
@@ -99,7 +113,31 @@ def on_files(files, config):
     return files
 
 
+def is_hint_page(src):
+    return pathlib.PurePosixPath(str(src).replace("\\", "/")).as_posix().startswith(HINTS)
+
+
+def without_hints(index):
+    """A search index (search_index.json's dict) without the hint pages' entries."""
+    docs = index.get("docs", [])
+    index["docs"] = [d for d in docs if not d.get("location", "").startswith(HINTS)]
+    return index
+
+
 def on_page_markdown(markdown, page, config, files):
+    if is_hint_page(page.file.src_path):
+        page.meta.setdefault("search", {})["exclude"] = True
     markdown = DETAILS.sub(details, markdown)
     return QUOTE.sub(lambda m: f'{m.group(0)}\n<p class="quote-source">{html.escape(m.group("path"))}</p>\n',
                      markdown)
+
+
+@event_priority(-100)           # after the search plugin has written its index
+def on_post_build(config):
+    path = pathlib.Path(config["site_dir"]) / "search" / "search_index.json"
+    if path.is_file():
+        index = json.loads(path.read_text())
+        if "index" in index:    # a prebuilt lunr index cannot be filtered entry by entry
+            raise SystemExit("site_hooks: search prebuild_index is on: the hint pages cannot be "
+                             "kept out of the prebuilt index (turn prebuild_index off)")
+        path.write_text(json.dumps(without_hints(index), separators=(",", ":")))

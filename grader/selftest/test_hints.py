@@ -166,3 +166,29 @@ def test_no_chapter_prints_hints_or_solution_code():
                         k += 1
                     assert k < 4, (f"{doc.relative_to(ROOT)} prints {k} lines of a student region of {f} "
                                    f"in a row:\n  " + "\n  ".join(lines[j:j + k]))
+
+
+def test_the_site_keeps_hints_folded_and_out_of_search():
+    """grader/authoring/site_hooks.py: a hint page's meta excludes it from
+    search (mkdocs-material 9), the written search index loses its entries
+    (older versions, mkdocs' own search), and a <details> is never open on
+    load. Needs mkdocs (make docs installs it); `make docs` and test_site.py
+    build the real site."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("pymdownx")
+    import types
+    sys.path.insert(0, str(GRADER / "authoring"))
+    import site_hooks
+
+    page = types.SimpleNamespace(file=types.SimpleNamespace(src_path="hints/01-signal.md"), meta={})
+    out = site_hooks.on_page_markdown('<details open markdown="1">\n<summary>a, level 1</summary>\n\nx\n\n</details>\n',
+                                      page, {}, None)
+    assert page.meta == {"search": {"exclude": True}}
+    assert "<details" in out and not re.search(r"<details[^>]*\bopen\b", out), out
+    chapter = types.SimpleNamespace(file=types.SimpleNamespace(src_path="01-signal.md"), meta={})
+    site_hooks.on_page_markdown("# x\n", chapter, {}, None)
+    assert chapter.meta == {}
+    index = {"config": {}, "docs": [{"location": "01-signal.html", "text": "a"},
+                                    {"location": "hints/01-signal.html", "text": "b"},
+                                    {"location": "hints/01-signal.html#latest-waker-level-1", "text": "c"}]}
+    assert [d["location"] for d in site_hooks.without_hints(index)["docs"]] == ["01-signal.html"]
