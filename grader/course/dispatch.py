@@ -1,7 +1,9 @@
 """Where grade_class.py's gradings run: threads on this machine, a Slurm job
 array, or GNU parallel over ssh. Each grading is one command,
-`grade_class.py one ... --index K` (the K-th line of the student list), that
-writes its results into the reports folder; the gradebook is made from that
+`grade_class.py one ... --index K` (the K-th student of reports/students.json,
+where each name is the hex of its bytes: no name, newline or not, shifts
+another; the engines see only the index), that writes its results into the
+reports folder; the gradebook is made from that
 folder afterwards, the same way whichever engine ran them. A cluster needs the
 lab, the submissions and the reports folder at the same paths on every node
 (a shared file system: NFS, Lustre, a home directory mounted everywhere);

@@ -22,7 +22,9 @@ def main():
         return 2
     source, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     if not source.exists():
-        print(f"find_work.py: {source}: no such file or folder", file=sys.stderr)
+        # repr: a name is data, its escapes shown, never sent to the terminal
+        # (this file travels in the handout alone: no import from course/)
+        print(f"find_work.py: {str(source)!r}: no such file or folder", file=sys.stderr)
         return 2
     found = discover.find(source, rubric.load_all(ROOT / "grader" / "rubric"), dest)
     for note in found.notes:
