@@ -33,10 +33,16 @@ def _free_port():
         return s.getsockname()[1]
 
 
+# a name with a newline before bob's (issue 25: one name a line in
+# students.txt shifted every later student, and bob was never graded)
+NEWLINE = "carol\nx"
+
+
 def _class(tmp_path):
     subs = tmp_path / "subs"
     shutil.copytree(ROOT / "solutions" / "01-signal", subs / "alice" / "01-signal")
     shutil.copytree(ROOT / "labs" / "01-signal", subs / "bob" / "01-signal")
+    shutil.copytree(ROOT / "solutions" / "01-signal", subs / NEWLINE / "01-signal")
     return subs
 
 
@@ -46,8 +52,10 @@ def _grade_class(tmp_path, subs, *extra, env=None):
                            "--stage=1", f"--items={ITEM}", *extra], capture_output=True, text=True, timeout=600,
                           env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = {r["student"]: r for r in csv.DictReader(out.open())}
+    rows = {r["student"]: r for r in csv.DictReader(out.open(newline=""))}
     assert rows["alice"][f"01-signal/{ITEM}"] == "1" and rows["bob"][f"01-signal/{ITEM}"] == "0", rows
+    assert rows["carol\\x0ax"][f"01-signal/{ITEM}"] == "1", rows    # graded, under its own name
+    assert len(rows) == 4 and all(r["status"] == "graded" for k, r in rows.items() if k != "points possible"), rows
     return proc
 
 
@@ -126,7 +134,7 @@ PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                   logs=(d / "slurmctld.log", d / "slurmd.log"))
         proc = _grade_class(tmp_path, _class(tmp_path), "--dispatch=slurm", env=env)
         assert "Slurm job array" in proc.stdout, proc.stdout
-        assert list((tmp_path / "reports").glob("slurm-*_1.out")), "one task per student (array index 1: bob)"
+        assert len(list((tmp_path / "reports").glob("slurm-*_*.out"))) == 3, "one task per student"
     finally:
         for p in reversed(daemons):
             p.terminate()
