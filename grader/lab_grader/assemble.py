@@ -71,24 +71,51 @@ class Assembler:
         dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
         out = build.each(lambda src: self.builder.compile(taken.dir / src, variant, dirs, werror=self.werror,
                                                           jailed=True), sp.stage.sources)
-        if variant == "plain":
-            for src, c in zip(sp.stage.sources, out):
-                self._gate(plan, sp, taken.dir / src, c.obj, dirs)
+        if variant in ("plain", "tsan"):
+            plain = (out if variant == "plain" else
+                     build.each(lambda src: self.builder.compile(taken.dir / src, "plain", dirs, werror=self.werror,
+                                                                 jailed=True), sp.stage.sources))
+            for src, c, p in zip(sp.stage.sources, out, plain):
+                self._gate(plan, sp, taken.dir / src, c.obj, variant, p.obj, dirs)
         return out
 
-    def _gate(self, plan, sp, source, obj, dirs):
-        """The gate's checks of one compiled student file, once per object."""
+    def _gate(self, plan, sp, source, obj, variant, plain_obj, dirs):
+        """The gate's checks of one compiled student file, once per object:
+        what the compiler made of it (gate.py), and for TSan that its code is
+        the plain lane's."""
         allow = self.allowed(plan, sp)
         mark = obj.with_suffix(f".gate-{allow.digest}")
         if mark.exists():
             return
         try:
+            pre = obj.with_suffix(".i").read_text(errors="replace")
             students = [p for p in (self.src / sp.stage.name).iterdir()]
-            gate.check_preprocessed(self.builder.preprocess(source, "plain", dirs), students)
-            gate.check_object(obj, source.name, allow)
+            gate.check_preprocessed(pre, students)
+            gate.check_assembly(obj.with_suffix(".s").read_text(errors="replace"), source.name, variant)
+            if variant == "tsan":
+                gate.check_lanes_agree(source.name, plain_obj.with_suffix(".i").read_text(errors="replace"), pre,
+                                       self._handout_difference(sp, source.name, dirs))
+            gate.check_object(obj, source.name, allow, variant)
+        except OSError as e:
+            raise build.BuildError(f"{source.name}: the compiler's output could not be read ({e})", "",
+                                   kind="refused") from None
         except gate.Refused as e:
             raise build.BuildError(str(e), "", kind="refused") from None
         mark.write_text("")
+
+    def _handout_difference(self, sp, name, dirs):
+        """Where the handout's own copy of a file differs between the plain
+        and the TSan lane (stage 07's fences), as gate.lane_difference."""
+        given = intake.handout_files(self.root, sp.stage.name).get(name)
+        if given is None:
+            return []
+        key = ("lanes", sp.stage.name, name)
+        with self._lock(key):
+            if key not in self._allowed:
+                plain = self.builder.preprocess(given, dirs, build.OPT["plain"])
+                tsan = self.builder.preprocess(given, dirs, build.OPT["tsan"])
+                self._allowed[key] = gate.lane_difference(plain, tsan) if plain and tsan else []
+            return self._allowed[key]
 
     def allowed(self, plan, sp):
         """What the stage's student objects may define and use, from its

@@ -77,25 +77,31 @@ def _compile_limits():
         resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
 
 
-def run_limited(cmd, timeout=COMPILE_TIMEOUT, output=None, jailed=False):
+def run_limited(cmd, timeout=COMPILE_TIMEOUT, output=None, jailed=False, sees=(), also=()):
     """cmd under COMPILE_LIMITS in a session of its own: a CompletedProcess,
     or one whose stderr says it was stopped. jailed: the input is the
-    student's, so also in a jail (sandbox.py: its own network, pids, memory
-    and CPU cgroups, a private directory with a disk quota), writing
-    `output` (the path after -o in cmd) and its temporary files there first;
-    the grader moves the output into place. The compiler keeps the grader's
-    user id: it must read the trees wherever they are (a pytest tmp folder is
-    root's alone), and the gate has refused, before it runs, every include
-    that reaches outside the stage, common/ and the system headers."""
-    jail = sandbox.shared().jail(memory=COMPILE_MEMORY, private=False, own_user=False) if jailed else None
+    student's, so also in a jail (sandbox.py: a user id of its own, its own
+    network, pids, memory and CPU cgroups, a private directory with a disk
+    quota), writing `output` (the path after -o in cmd) and its temporary
+    files there first; the grader moves the output into place, and the
+    files named in `also` made beside it (the -save-temps files). Where the
+    machine allows, the jail is a root of its own that holds /usr and the
+    folders in `sees` (read-only) and nothing else: whatever the source
+    includes or the assembler pulls in, it can only be one of those files."""
+    jail = (sandbox.shared().jail(memory=COMPILE_MEMORY, private=False, binds=[(d, False) for d in _bindable(sees)])
+            if jailed else None)
     cwd, env = None, None
     try:
         if jail is not None and jail.home is not None:
             out_dir = jail.home / "out"
             out_dir.mkdir()
+            if jail.uid >= 0:
+                os.chown(out_dir, jail.uid, jail.uid)
             if output is not None:
                 cmd = [str(out_dir / pathlib.Path(output).name) if c == str(output) else c for c in cmd]
-            cwd, env = out_dir, dict(os.environ, TMPDIR=str(out_dir))   # the compiler's temporary files too
+            cwd = out_dir
+            env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(out_dir), "LC_ALL": "C"}   # its temporary files too
+            jail.cwd = str(out_dir)
 
         def child():
             _compile_limits()
@@ -119,10 +125,25 @@ def run_limited(cmd, timeout=COMPILE_TIMEOUT, output=None, jailed=False):
             shutil.copyfile(made, output)
             if os.access(made, os.X_OK):
                 os.chmod(output, 0o755)
+            for suffix, dest in also:
+                temp = made.with_suffix(suffix)
+                if temp.is_symlink() or not temp.is_file():
+                    return subprocess.CompletedProcess(cmd, 1, out, err + f"\nerror: the compiler left no {suffix}\n")
+                shutil.copyfile(temp, dest)
         return subprocess.CompletedProcess(cmd, code, out, err)
     finally:
         if jail is not None:
             jail.close()
+
+
+def _bindable(dirs):
+    """The folders a jailed compiler is shown: each once, none below
+    another one shown already (a bind of the outer one holds it)."""
+    out = []
+    for d in sorted({os.path.realpath(d) for d in dirs}):
+        if os.path.isdir(d) and not any(d.startswith(o + os.sep) for o in out):
+            out.append(d)
+    return out
 
 
 class BuildError(Exception):
@@ -190,35 +211,52 @@ class Builder:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def include_flags(self, variant, stage_dirs):
+    def include_flags(self, variant, stage_dirs, student=False):
+        """The include path: common/, the stages, and for the grader's own
+        code its test support (the stand-in's <criterion/criterion.h> off
+        Criterion's lanes). A student's file gets the same path in every
+        variant, with no test support on it: no header it can test for
+        (__has_include) tells one lane from another."""
         flags = []
-        if variant != "plain":
+        if variant != "plain" and not student:
             flags.append(f"-I{self.testing / 'standin'}")  # <criterion/criterion.h> is the stand-in's
-        for d in [self.common, self.tracing, self.testing, *stage_dirs]:
+        for d in [self.common, self.tracing, *([] if student else [self.testing]), *stage_dirs]:
             flags += ["-iquote", str(d)]
         return flags
 
-    def _headers_digest(self, dirs):
+    def _files_digest(self, dirs, pattern):
         parts = []
         for d in dirs:
             d = pathlib.Path(d)
             if d.is_dir():
-                for h in sorted(d.glob("*.h")):
-                    parts += [h.name, h.read_bytes()]  # names and contents, not paths
+                for h in sorted(d.glob(pattern)):
+                    if h.is_file():
+                        parts += [h.name, h.read_bytes()]  # names and contents, not paths
         return _digest(*parts)
 
     def compile(self, source, variant, stage_dirs, werror=False, extra=(), jailed=False):
         """One object file; raises BuildError with the first error. jailed:
-        the source is the student's (run_limited)."""
+        the source is the student's (run_limited): compiled in a root that
+        holds only the stage folders and common/, with the preprocessed text
+        and the assembly kept beside the object (Compiled.obj's .i and .s)
+        for the gate, which checks what the compiler did, not the text."""
         source = pathlib.Path(source)
         if not source.is_file():
             raise BuildError(f"{source.name} is missing", "", kind="missing")
         flags = BASE + WARN + OPT[variant] + (["-Werror"] if werror else []) + list(extra)
-        incs = self.include_flags(variant, stage_dirs)
-        visible = [self.common, self.tracing, self.testing, self.testing / "standin" / "criterion"] + list(stage_dirs)
-        # the key is what the compiler can see, by content: two trees with the
-        # same headers share the grader's test objects
-        key = _digest(source.read_bytes(), " ".join(flags), self._headers_digest(visible), variant)
+        incs = self.include_flags(variant, stage_dirs, student=jailed)
+        if jailed:
+            # every file the compiler can see, by content: a student's file
+            # may include any file of its stage folders (impl.c as well as a
+            # header), and nothing else but common/ and the system's
+            visible = [self.common, self.tracing] + list(stage_dirs)
+            seen = self._files_digest(visible, "*")
+        else:
+            # the grader's own sources include headers only: two trees with
+            # the same headers share the grader's test objects
+            visible = [self.common, self.tracing, self.testing, self.testing / "standin" / "criterion"] + list(stage_dirs)
+            seen = self._files_digest(visible, "*.h")
+        key = _digest(source.read_bytes(), " ".join(flags), seen, variant, "student" if jailed else "")
         obj = self.obj_dir / f"{source.stem}-{key}.o"
         log = obj.with_suffix(".log")
         if obj.exists():
@@ -227,26 +265,33 @@ class Builder:
             if obj.exists():
                 return Compiled(obj, log.read_text() if log.exists() else "")
             tmp = obj.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
-            proc = run_limited([CC, *flags, *incs, "-c", str(source), "-o", str(tmp)], output=tmp, jailed=jailed)
+            temps = ["-save-temps=obj"] if jailed else []
+            also = [(".i", tmp.with_suffix(".i")), (".s", tmp.with_suffix(".s"))] if jailed else []
+            proc = run_limited([CC, *flags, *temps, *incs, "-c", str(source), "-o", str(tmp)], output=tmp,
+                               jailed=jailed, sees=visible, also=also)
             out = proc.stdout + proc.stderr
             if proc.returncode != 0:
                 tmp.unlink(missing_ok=True)
+                for _, t in also:
+                    t.unlink(missing_ok=True)
                 m = ERROR.search(out)
                 first = (f"{m.group('file')}:{m.group('line')}: {m.group('msg')}" if m
                          else (out.strip().splitlines() or ["the compiler failed"])[0])
                 raise BuildError(first, out)
             log.write_text(out)
+            for suffix, t in also:
+                os.replace(t, obj.with_suffix(suffix))
             os.replace(tmp, obj)
             return Compiled(obj, out)
 
-    def preprocess(self, source, variant, stage_dirs):
-        """The student's source after the preprocessor, with its line markers
-        (for the gate's look at the student's own lines)."""
-        flags = BASE + OPT[variant]
-        proc = run_limited([CC, *flags, *self.include_flags(variant, stage_dirs), "-E", str(source)], jailed=True)
-        if proc.returncode != 0:
-            return ""   # the compile itself says what is wrong
-        return proc.stdout
+    def preprocess(self, source, stage_dirs, flags=()):
+        """A file after the preprocessor, in the jail, as a student's file is
+        compiled (the gate compares a stage's handed-out files in two lanes
+        with this); "" when it does not preprocess."""
+        visible = [self.common, self.tracing, *stage_dirs, pathlib.Path(source).parent]
+        proc = run_limited([CC, *BASE, *flags, *self.include_flags("plain", stage_dirs, student=True), "-E",
+                            str(source)], jailed=True, sees=visible)
+        return proc.stdout if proc.returncode == 0 else ""
 
     def api_objects(self):
         """common/'s own objects (not its test support): the protocol every
@@ -285,7 +330,8 @@ class Builder:
         output.parent.mkdir(parents=True, exist_ok=True)
         libs = ["-lcriterion"] if variant == "plain" else []
         flags = BASE + OPT[variant] + ["-rdynamic", WRAP]
-        proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True)
+        proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
+                           sees=[pathlib.Path(o).parent for o in objects])
         if proc.returncode != 0:
             out = proc.stdout + proc.stderr
             m = UNDEFINED.search(out)

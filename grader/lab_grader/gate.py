@@ -9,12 +9,22 @@ Before compiling (the source, as text):
     stage or common/; <x.h>: the system), never an absolute path, a `..`,
     a macro, #include_next, or Criterion and the grader's test support;
   - no sanitizer or compiler-identity macro (code must not hide from TSan).
-After compiling (the preprocessed text of the student's own lines):
-  - no inline assembly (asm, __asm__: a raw syscall, .incbin).
+The compiler itself runs in a root of its own that holds the stage folders,
+common/ and the system's headers and nothing else (build.run_limited), so
+whatever the text manages to include, it can only be one of those files.
+After compiling, what the compiler did, in every variant (plain, TSan):
+  - its assembly (gcc -save-temps): no inline assembly (gcc marks every
+    asm statement #APP), no .incbin or .include, no section outside the
+    compiler's own kinds (a section name can carry directives), no ifunc
+    or unique symbol;
+  - the preprocessed text is the same in every variant, but for what the
+    handout's own copy of the file differs by (stage 07's fences under
+    TSan): code under test cannot tell the lanes apart at compile time.
 After compiling (the object, with nm and readelf):
   - it defines only names the stage's reference defines (its API), and
     file-local ones: never the harness's, Criterion's, the allocator's,
-    the wrap hooks' or main;
+    the wrap hooks' or main; no ifunc (its resolver runs before any
+    constructor) and no unique symbol;
   - it uses only the functions of an allowlist: common libc and pthread
     calls, the earlier stages' and common/'s APIs, and what the reference
     of the same stage uses (stage 06's sockets, say);
@@ -166,6 +176,71 @@ def check_source(path, handout=None):
             allowed.remove(part)
 
 
+# the sections gcc itself makes of C code: a name outside these came from
+# __attribute__((section)), whose text gcc copies into the assembly as it is
+SECTION = re.compile(r"^\.(text|data|bss|rodata|tbss|tdata|data\.rel\.ro|data\.rel|debug_\w+)(\.[\w.]+)?$|"
+                     r"^\.note\.GNU-stack$|^\.comment$")
+TSAN_CTOR = re.compile(r"^\.init_array\.\d+$")   # -fsanitize=thread's own module constructor
+TSAN_CTOR_ENTRY = re.compile(r"^\s*\.quad\s+_sub_I_\d+_\d+\s*$")
+
+
+def check_assembly(text, source_name, variant):
+    """What the compiler made of one student file (its .s), in one variant."""
+    where = f"{source_name} ({'as compiled for TSan' if variant == 'tsan' else 'as compiled'})"
+    section = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#APP"):
+            raise Refused(f"{where}: inline assembly is not allowed in this lab")
+        word = stripped.split(None, 1)[0] if stripped else ""
+        if word in (".incbin", ".include", ".macro", ".irp", ".irpc", ".rept", ".purgem"):
+            raise Refused(f"{where}: the assembly has a {word} directive, which C code of this lab never makes "
+                          "(a section name or an asm statement put it there)")
+        if word in (".section", ".pushsection"):
+            section = stripped.split(None, 1)[1].split(",")[0].strip() if " " in stripped or "\t" in stripped else ""
+            if SECTION.match(section):
+                continue
+            if variant == "tsan" and TSAN_CTOR.match(section):
+                continue
+            raise Refused(f"{where}: a section named {section[:40]!r}: the lab's code goes in the compiler's own "
+                          "sections (no __attribute__((section)), no constructors)")
+        if section is not None and TSAN_CTOR.match(section) and word == ".quad" and not TSAN_CTOR_ENTRY.match(line):
+            raise Refused(f"{where}: a constructor that is not the sanitizer's own")
+        if word == ".type" and ("gnu_indirect_function" in stripped or "gnu_unique_object" in stripped):
+            raise Refused(f"{where}: an ifunc or unique symbol ({stripped[:60]}): its resolver would run before "
+                          "any test")
+
+
+def _code_lines(text):
+    """A preprocessed text's code lines: no line markers, no blank lines
+    (where the preprocessor skipped a block it leaves markers and blanks
+    that depend on the file's layout, not on its code)."""
+    return [x for x in text.splitlines() if x.strip() and not re.match(r"^#\s*\d+\s", x)]
+
+
+def lane_difference(plain, tsan):
+    """The chunks (plain lines, TSan lines) in which two preprocessed texts
+    of one file differ."""
+    import difflib
+    a, b = _code_lines(plain), _code_lines(tsan)
+    return [(tuple(a[i1:i2]), tuple(b[j1:j2]))
+            for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+            if op != "equal"]
+
+
+def check_lanes_agree(source_name, plain, tsan, handout_chunks):
+    """The student's file preprocessed for the plain and the TSan lane
+    differs only where the handout's own copy of it does."""
+    allowed = list(handout_chunks)
+    for chunk in lane_difference(plain, tsan):
+        if chunk in allowed:
+            allowed.remove(chunk)
+            continue
+        shown = (chunk[1] or chunk[0] or ("",))[0].strip()[:60]
+        raise Refused(f"{source_name}: the code compiled for TSan differs from the code compiled for the other "
+                      f"lanes ({shown!r}): code under test must not change with the tool that checks it")
+
+
 def check_preprocessed(text, student_files):
     """No inline assembly in the lines of the student's own files, after
     macros are expanded (gcc -E output, its line markers telling whose line
@@ -264,8 +339,11 @@ def allowed(reference_objs, earlier_objs, common_objs):
     return Allowed(api, uses)
 
 
-def check_object(obj, source_name, allow):
+def check_object(obj, source_name, allow, variant="plain"):
     for sym, kind in sorted(_nm(obj, "--defined-only").items()):
+        if kind in ("i", "u"):
+            raise Refused(f"{source_name} defines `{sym}` as an {'ifunc' if kind == 'i' else 'unique'} symbol: its "
+                          "resolver would run before any test")
         if not kind.isupper():
             continue
         if NEVER_DEFINED.match(sym) or sym not in allow.defines:
@@ -274,10 +352,14 @@ def check_object(obj, source_name, allow):
     for sym in sorted(_nm(obj, "--undefined-only")):
         if sym in allow.uses or ATOMIC_LIBCALL.match(sym) or not CHECK_CALLS:
             continue
+        if variant == "tsan" and sym.startswith("__tsan_"):
+            continue   # the sanitizer's instrumentation
         raise Refused(f"{source_name} uses `{sym}`, which this stage's code has no reason to call (the grader "
                       "allows the libc and pthread calls of the lab, and the earlier stages' and common/'s APIs)")
     out = subprocess.run(["readelf", "-S", "-W", str(obj)], capture_output=True, text=True, timeout=60).stdout
     for sec in CTOR_SECTIONS:
+        if variant == "tsan" and sec == ".init_array":
+            continue   # the sanitizer's own constructor (check_assembly saw that it is the only one)
         if re.search(rf"\s{re.escape(sec)}(\.\S*)?\s", out):
             raise Refused(f"{source_name} has a {sec} section: no constructors or destructors (code that runs "
                           "before or after the tests)")

@@ -99,6 +99,9 @@ def take_in(src, dest, handout, given_from_target=False):
     for h in [*headers, *given_c.values()]:
         shutil.copyfile(h, dest / h.name)
     result = Intake(dest)
+    if src.is_symlink():   # a stage folder that is a link to another tree (solutions/, say) is not the student's
+        result.refused = (f"{src.name} is a symbolic link (to {os.readlink(src)}): hand in the folder itself")
+        return result
     if not src.is_dir():
         return result
     theirs = {h.name: h for h in headers}

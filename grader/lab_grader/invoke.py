@@ -141,7 +141,7 @@ class Invocation:
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True)
         quota = os.environ.get("LAB_RUN_CPU_QUOTA")   # the grader's own tests of the starvation check
-        jail = sandbox.shared().jail(memory=self.memory, quota=float(quota) if quota else None)
+        jail = sandbox.shared().jail(memory=self.memory, quota=float(quota) if quota else None, binds=[])
         try:
             return self._execute(jail)
         finally:
@@ -168,7 +168,8 @@ class Invocation:
                 os.chown(dirpath, jail.uid, jail.uid)
             os.chmod(work, 0o700)
         xml = work / "report.xml"
-        env = dict(os.environ)
+        jail.cwd = str(work) if jail.home is not None else None
+        env = scrubbed_environment()
         env.update({k: moved(v) for k, v in self.env.items()})
         env["LAB_RUN_DIR"] = str(work / "rec")
         cmd = jail.command([*(moved(w) for w in self.wrapper), str(binary), f"-j{self.jobs}", f"--xml={xml}",
@@ -216,6 +217,18 @@ class Invocation:
             copy_back(work, self.run_dir)
         return RunResult(parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"),
                          _tail(output), refused, oom, self.memory, watch.describe() if watch.starved() else "")
+
+
+# What a run takes of the grader's environment: nothing that says how it is
+# graded (MAKEFLAGS holds HIDDEN=, the grader's paths), only what the C
+# library and the tools read. The run's own variables are added to it.
+KEPT_ENVIRONMENT = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "LAB_SCHEDULE")   # LAB_SCHEDULE: a replay asked for
+
+
+def scrubbed_environment():
+    env = {k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ}
+    env["PATH"] = "/usr/bin:/bin"
+    return env
 
 
 def _popen_retrying(cmd, **kw):

@@ -9,6 +9,7 @@ import os
 import pathlib
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 
@@ -16,6 +17,8 @@ from . import kernel
 
 PIDS_MAX = 512          # tasks (processes and threads) in one run
 COPY_BACK_FILES = 20000  # at most this many files come back from a run's directory
+COPY_BACK_BYTES = 64 << 20   # and at most this many bytes in all (the records, logs and reports)
+COPY_BACK_FILE_BYTES = 16 << 20   # of one file: the first this many bytes
 
 
 def _counter(path, key):
@@ -43,6 +46,9 @@ class Jail:
     cpucg: pathlib.Path = None  # the run's cpu cgroup (its share of the machine)
     private: bool = True       # own /tmp and /dev/shm, where the machine allows
     mounted: bool = False      # home is a tmpfs of its own (the run's disk quota)
+    binds: list = None         # a minimal root of its own (kernel.minimal_root) holding these (path, writable)
+    newroot: pathlib.Path = None  # the empty folder that root is mounted on
+    cwd: str = None            # where the command starts inside that root
 
     def preexec(self):
         sb = self.sandbox
@@ -57,16 +63,18 @@ class Jail:
         # first process and execs the runner
         pid = kernel.CLONE_NEWPID if getattr(sb, "pidns", None) else 0
         if sb.netns == "root":
-            kernel.unshare(kernel.CLONE_NEWNET | pid)
+            kernel.unshare(kernel.CLONE_NEWNET | kernel.CLONE_NEWIPC | pid)
             kernel.loopback_up()
         elif sb.netns == "user":
             uid, gid = os.getuid(), os.getgid()
-            kernel.unshare(kernel.CLONE_NEWUSER | kernel.CLONE_NEWNET | pid)
+            kernel.unshare(kernel.CLONE_NEWUSER | kernel.CLONE_NEWNET | kernel.CLONE_NEWIPC | pid)
             kernel.write("/proc/self/setgroups", "deny")
             kernel.write("/proc/self/uid_map", f"{uid} {uid} 1")
             kernel.write("/proc/self/gid_map", f"{gid} {gid} 1")
             kernel.loopback_up()
-        if sb.private_dirs and self.private:
+        if self.binds is not None:
+            kernel.minimal_root(str(self.newroot), self.binds, self.cwd)
+        elif sb.private_dirs and self.private:
             kernel.private_dirs(self.home)
         if self.uid >= 0:
             if self.cgroup is None:
@@ -74,12 +82,26 @@ class Jail:
                 resource.setrlimit(resource.RLIMIT_NPROC, (PIDS_MAX, PIDS_MAX))
             os.setgroups([])
             os.setgid(self.uid)
-            os.setuid(self.uid)
+            if not self._unshare_sets_user():
+                os.setuid(self.uid)
+
+    def _unshare_sets_user(self):
+        """As root in a PID namespace, unshare(1) mounts that namespace's own
+        /proc and only then becomes the run's user (a user id of its own
+        could not mount it)."""
+        return bool(getattr(self.sandbox, "pidns", None)) and getattr(self.sandbox, "root", False) and self.uid >= 0
 
     def command(self, cmd):
         """cmd as the run starts it: where the machine allows, in a PID
-        namespace of its own (sandbox.py, "processes")."""
-        return [*self.sandbox.pidns, *cmd] if getattr(self.sandbox, "pidns", None) else list(cmd)
+        namespace of its own (sandbox.py, "processes"), with a /proc that
+        shows that namespace's processes alone, as the run's own user."""
+        pidns = getattr(self.sandbox, "pidns", None)
+        if not pidns:
+            return list(cmd)
+        if not getattr(self.sandbox, "root", False):
+            return [*pidns, *cmd]
+        user = ["--setgid", str(self.uid), "--setuid", str(self.uid)] if self.uid >= 0 else []
+        return [*pidns[:-1], "--mount-proc", *user, "--", *cmd]
 
     def fork_failures(self):
         """How many forks the process limit refused in this run; -1 when it
@@ -176,20 +198,43 @@ class Jail:
                 pass
         if self.home is not None:
             shutil.rmtree(self.home, ignore_errors=True)
+        if self.newroot is not None:
+            try:
+                self.newroot.rmdir()   # only ever mounted on inside the run's own mount namespace
+            except OSError:
+                pass
 
 
 def copy_back(src, dst):
-    """Copies the regular files of a run's directory (never a link, never
-    more than COPY_BACK_FILES of them) into the grader's own run directory."""
-    n = 0
+    """Copies the regular files of a run's directory into the grader's own
+    run directory: never a link, never more than COPY_BACK_FILES files or
+    COPY_BACK_BYTES bytes in all, the smallest first (the records, the
+    report and the tools' logs before anything a test wrote to fill its
+    disk), a file that does not fit cut; so a run that filled its disk
+    quota leaves the grader's disk as it was and its records intact."""
+    found = []
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
         rel = pathlib.Path(dirpath).relative_to(src)
         (dst / rel).mkdir(parents=True, exist_ok=True)
         for f in filenames:
             p = pathlib.Path(dirpath) / f
-            if p.is_symlink() or not p.is_file():
+            try:
+                st = p.lstat()
+            except OSError:
                 continue
-            n += 1
-            if n > COPY_BACK_FILES:
-                return
-            shutil.copyfile(p, dst / rel / f, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode):
+                found.append((st.st_size, str(rel / f)))
+            if len(found) >= COPY_BACK_FILES:
+                break
+    left = COPY_BACK_BYTES
+    for size, rel in sorted(found):
+        if left <= 0:
+            return
+        try:
+            fd = os.open(pathlib.Path(src) / rel, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as fin, open(dst / rel, "wb") as fout:
+            data = fin.read(min(left, COPY_BACK_FILE_BYTES))
+            fout.write(data)
+            left -= len(data)

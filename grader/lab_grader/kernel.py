@@ -8,15 +8,18 @@ import socket
 import struct
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_RDONLY = 0x1
+MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
-PRIVATE_DIRS = ("/tmp", "/dev/shm")  # each run gets empty ones
+PRIVATE_DIRS = ("/tmp", "/dev/shm", "/var/tmp")  # each run gets empty ones
 PRIVATE_DIR_SIZE = 256 << 20  # bytes each of them may hold (a tmpfs is memory: it counts against the run's)
 MNT_DETACH = 2
 SIOCGIFFLAGS = 0x8913
@@ -70,6 +73,60 @@ def private_dirs(home):
     finally:
         if keep >= 0:
             os.close(keep)
+
+
+# What a minimal root holds besides /usr and the folders bound into it: the
+# host's top-level links into /usr (merged /usr) or those folders read-only,
+# the few files of /etc the C library reads, and harmless devices.
+ROOT_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+ROOT_ETC = ("ld.so.cache", "ld.so.conf", "hosts", "host.conf", "nsswitch.conf", "gai.conf", "localtime",
+            "services", "protocols")
+ROOT_DEVICES = ("null", "zero", "full", "random", "urandom")
+ROOT_SIZE = 4 << 20   # bytes of the tmpfs that holds the root's own folders (mount points only)
+
+
+def _bind(source, target, writable=False, device=False):
+    mount(source, target, None, MS_BIND | MS_REC, None)
+    if not writable and not device:
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, None)
+
+
+def minimal_root(root, binds, cwd):
+    """In a new mount namespace: a root of its own on `root` (an empty
+    folder), holding /usr and the C library's few files read-only, empty
+    /tmp, /var/tmp and /dev/shm, harmless devices, an empty /proc for the
+    PID namespace's own (util-linux's unshare --mount-proc mounts it), and
+    each (path, writable) of binds at its own path; then chroot into it.
+    Nothing else of the machine is there: not the grader's checkout, not
+    another run's folder, not a file only root may read."""
+    unshare(CLONE_NEWNS)
+    mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing of ours propagates out
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"size={ROOT_SIZE},mode=755")
+    for name in ROOT_TOP:
+        host = "/" + name
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), f"{root}/{name}")
+        elif os.path.isdir(host):
+            os.mkdir(f"{root}/{name}")
+            _bind(host, f"{root}/{name}")
+    for d in ("usr", "etc", "dev", "proc", "tmp", "var", "var/tmp", "dev/shm"):
+        os.mkdir(f"{root}/{d}", 0o755)
+    _bind("/usr", f"{root}/usr")
+    for name in ROOT_ETC:
+        if os.path.isfile(f"/etc/{name}"):
+            os.close(os.open(f"{root}/etc/{name}", os.O_CREAT | os.O_WRONLY, 0o644))
+            _bind(os.path.realpath(f"/etc/{name}"), f"{root}/etc/{name}")
+    for name in ROOT_DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            os.close(os.open(f"{root}/dev/{name}", os.O_CREAT | os.O_WRONLY, 0o644))
+            _bind(f"/dev/{name}", f"{root}/dev/{name}", device=True)
+    for d in PRIVATE_DIRS:
+        mount("tmpfs", f"{root}{d}", "tmpfs", MS_NOSUID | MS_NODEV, f"size={PRIVATE_DIR_SIZE},mode=1777")
+    for path, writable in binds:
+        os.makedirs(f"{root}{path}", mode=0o755, exist_ok=True)
+        _bind(path, f"{root}{path}", writable=writable)
+    os.chroot(root)
+    os.chdir(cwd or "/")
 
 
 def loopback_up():

@@ -84,6 +84,7 @@ class Sandbox:
         self.netns = "none"
         self.private_dirs = False  # own /tmp and /dev/shm (a mount namespace)
         self.pidns = None          # not root: the command that starts a run in a PID namespace of its own
+        self.minimal_root = False  # each run in a root of its own (kernel.minimal_root)
         self.why_not = []   # what could not be had, in plain words
         self.base = None
         self._group = None
@@ -131,6 +132,11 @@ class Sandbox:
         if err is not None:
             reach = "can stop its own test runner" if self.root else "reaches every process of yours"
             self.why_not.append(f"a test's kill(-1) {reach}: no PID namespace ({err})")
+        self.minimal_root = True   # a root of its own per run: the machine's files out of sight (probed)
+        err = self._probe_root()
+        if err is not None:
+            self.minimal_root = False
+            self.why_not.append(f"a run sees the machine's files (the grader's included): no root of its own ({err})")
 
     def _grader_group(self, controller, what, allowed):
         group, why_not = cgroups.grader_group(controller, what, allowed)
@@ -181,12 +187,38 @@ class Sandbox:
         self.pidns = None
         return err
 
-    def jail(self, memory=MEMORY_MAX, private=True, quota=None, own_user=True):
+    def _probe_root(self):
+        """Can a run have a root of its own (kernel.minimal_root), with its
+        PID namespace's own /proc? None when it can; else why not. As root
+        only: not root, the run has lost the capabilities to mount /proc by
+        the time its PID namespace has a first process."""
+        if not self.root:
+            return "not root"
+        if not self.pidns:
+            return "no PID namespace"
+        jail = self.jail(binds=[])
+        try:
+            if jail.uid >= 0:
+                os.chown(jail.home, jail.uid, jail.uid)
+            p = subprocess.run(jail.command(["sh", "-c", "test -d /usr/include && test ! -e /root/. && "
+                                             "test \"$(ls /proc | grep -c '^[0-9]')\" -lt 5 && "
+                                             "echo x > /tmp/x && echo x > " + str(jail.home) + "/x"]),
+                               preexec_fn=jail.preexec, capture_output=True, text=True, timeout=30)
+            if p.returncode == 0:
+                return None
+            return (p.stderr.strip().splitlines() or [f"status {p.returncode}"])[-1]
+        except (OSError, subprocess.SubprocessError) as e:
+            return str(e)
+        finally:
+            jail.close()
+
+    def jail(self, memory=MEMORY_MAX, private=True, quota=None, own_user=True, binds=None):
         """One run's Jail. private=False: no mount namespace of its own;
-        own_user=False: the grader's user id (both for the compiler, which
-        reads the trees wherever they are, /tmp and folders only root may
-        enter included); quota: CPUs the run may use (LAB_RUN_CPU_QUOTA; only
-        the grader's own tests set it)."""
+        own_user=False: the grader's user id; quota: CPUs the run may use
+        (LAB_RUN_CPU_QUOTA; only the grader's own tests set it); binds: the
+        run sees only a root of its own (kernel.minimal_root, where the
+        machine allows it) with its private directory and these (path,
+        writable) in it."""
         if not self.enabled:
             return Jail(self)
         j = Jail(self, private=private)
@@ -194,6 +226,9 @@ class Sandbox:
             j.uid = UID_BASE + secrets.randbelow(1 << 30)
         j.home = pathlib.Path(tempfile.mkdtemp(prefix="run-", dir=self.base))
         os.chmod(j.home, 0o711)
+        if binds is not None and self.minimal_root and self.pidns:
+            j.binds = [(str(j.home), True), *((str(p), w) for p, w in binds)]
+            j.newroot = pathlib.Path(tempfile.mkdtemp(prefix="root-", dir=self.base))
         if self.disk_quota:
             try:
                 kernel.tmpfs(j.home, RUN_DISK, 0o711)
@@ -228,8 +263,11 @@ class Sandbox:
         parts.append("own network namespace (loopback only)" if self.netns != "none" else "shared network")
         if self.pidns:
             parts.append("own PID namespace")
-        if self.private_dirs:
-            parts.append("own /tmp and /dev/shm")
+        if self.minimal_root:
+            parts.append("a root of its own (/usr and its own folders only; its own /proc, /tmp, /var/tmp, "
+                         "/dev/shm; own IPC namespace)")
+        elif self.private_dirs:
+            parts.append("own /tmp, /var/tmp and /dev/shm")
         if self._group is not None:
             parts.append(f"at most {PIDS_MAX} tasks (pids cgroup)")
         elif self.root:

@@ -41,6 +41,12 @@ def symlink_reference(tree):
     os.symlink(ROOT / "solutions" / SIGNAL / "signal.c", tree / SIGNAL / "signal.c")
 
 
+def symlinked_stage_folder(tree):
+    import shutil
+    shutil.rmtree(tree / SIGNAL)
+    os.symlink(ROOT / "solutions" / SIGNAL, tree / SIGNAL)
+
+
 def inline_asm(tree):
     _append(tree, '\n#define CAT(a, b) a##b\nvoid signal_spin(void) { CAT(__as, m__)("nop"); }\n')
 
@@ -53,8 +59,39 @@ def reads_environment(tree):
     _append(tree, '\nchar *getenv(const char *);\nconst char *signal_peek(void) { return getenv("LAB_NONCE"); }\n')
 
 
+def incbin_behind_a_line_marker(tree):
+    """#line makes the next lines look like a system header's to a reading
+    of the text; the compiler's assembly still marks the asm statement."""
+    _append(tree, '\n#line 1 "/usr/include/stdio.h"\n__asm__(".incbin \\"/usr/include/stdio.h\\"");\n')
+
+
+def directive_in_a_section_name(tree):
+    """gcc copies a section name into its assembly as it is: a newline in it
+    starts a directive of the student's choosing."""
+    _append(tree, '\n__attribute__((section(".data\\n.incbin \\"/usr/include/stdio.h\\"\\n#"), used))\n'
+                  'static int blob = 1;\n')
+
+
+def ifunc_resolver(tree):
+    """An ifunc's resolver runs while the program is being loaded, before any
+    constructor; a file-local one has a lower-case kind in nm."""
+    _append(tree, "\nstatic int real(void) { return 0; }\nstatic void *pick(void) { return (void *)real; }\n"
+                  "static int chosen(void) __attribute__((ifunc(\"pick\")));\n"
+                  "static int (*keep)(void) __attribute__((used)) = chosen;\n")
+
+
+def hide_from_tsan_by_pasting(tree):
+    """A sanitizer macro no reading of the text finds: pasted together
+    inside #if, where macros expand. The plain lane's code and the TSan
+    lane's differ, which the gate sees in the compiler's own output."""
+    _append(tree, "\n#define CAT(a, b) a##b\n#if CAT(__SANITIZE_, THREAD__)\n"
+                  "static int only_under_tsan __attribute__((used));\n#endif\n")
+
+
 ATTACKS = [criterion_override, forged_end, constructor, include_reference, include_dev_zero, symlink_reference,
-           inline_asm, hide_from_tsan, reads_environment]
+           symlinked_stage_folder,
+           inline_asm, hide_from_tsan, reads_environment, incbin_behind_a_line_marker, directive_in_a_section_name,
+           ifunc_resolver]
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])
@@ -95,3 +132,59 @@ def test_a_tampered_given_file_is_graded_from_the_handout(tmp_path):
     item = g.item("07-work-stealing/channel")
     assert item["score"] == item["max_score"] > 0, g.output[-3000:]
     assert "your channel_given.c differs from the handout's" in g.output, g.output[-3000:]
+
+
+def test_code_hidden_from_tsan_loses_the_tsan_item(tmp_path):
+    """Code that the TSan build compiles differently: the TSan item is
+    refused (the other items grade the plain lane's code, which is the
+    reference's), and the report says why."""
+    import shutil
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "solutions", tree)
+    hide_from_tsan_by_pasting(tree)
+    g = grade(tmp_path, tree, stage="1", items=["tsan-races"], timeout=300)
+    item = g.item("01-signal/tsan-races")
+    assert item["score"] == 0, g.output[-3000:]
+    assert "differs from the code compiled for the other lanes" in g.output, g.output[-3000:]
+
+
+def _spliced_include(path):
+    """An #include the text's reader does not see: a comment spans the
+    line break between `#` and `include`."""
+    return f'# /*\n*/ include "{path}"\n'
+
+
+def test_an_include_sees_only_the_submission(tmp_path):
+    """However an #include is spelled, the compiler runs in a root that
+    holds the stage folders, common/ and the system's headers: the
+    reference and a file only root may read are not there to be read."""
+    import shutil
+    secret = tmp_path / "secret.h"
+    secret.write_text("TOPSECRET_7f3a value\n")
+    os.chmod(secret, 0o600)
+    for target in (ROOT / "solutions" / SIGNAL / "signal.c", secret):
+        tree = tmp_path / f"tree-{target.name}"
+        shutil.copytree(ROOT / "labs", tree)
+        (tree / SIGNAL / "signal.c").write_text(_spliced_include(target))
+        g = grade(tmp_path, tree, stage="1", items=["pending-registers"], timeout=300)
+        assert g.score == 0, f"{target}: {g.output[-3000:]}"
+        assert "TOPSECRET" not in g.output, g.output[-3000:]
+
+
+def test_an_included_c_file_is_part_of_the_cache_key(tmp_path):
+    """signal.c that only includes impl.c: graded after a tree whose
+    signal.c is the same but whose impl.c works, the skeleton's impl.c
+    still earns nothing (the object cache is keyed by every file the
+    compiler could read, not by the headers alone)."""
+    import shutil
+    trees = {}
+    for name, impl in (("works", ROOT / "solutions"), ("stub", ROOT / "labs")):
+        tree = tmp_path / name
+        shutil.copytree(ROOT / "labs", tree)
+        shutil.copyfile(impl / SIGNAL / "signal.c", tree / SIGNAL / "impl.c")
+        (tree / SIGNAL / "signal.c").write_text('#include "impl.c"\n')
+        trees[name] = tree
+    works = grade(tmp_path, trees["works"], stage="1", items=["pending-registers"], timeout=300)
+    assert works.score > 0, works.output[-3000:]
+    stub = grade(tmp_path, trees["stub"], stage="1", items=["pending-registers"], timeout=300)
+    assert stub.score == 0, stub.output[-3000:]
