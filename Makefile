@@ -129,8 +129,10 @@ hint:
 	    $(if $(HERE),--in-stage-folder)
 
 # The stage's example (examples/NN-name/) with -DLAB_TRACE, run; its trace in $(OUT).
+# An earlier stage that make grade would not use is the reference's, as in
+# make grade, and a line says so (grader/tracing/trace_build.py).
 trace:
-	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=solutions] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
+	@test -n "$(STAGE)" || { echo "usage: make trace STAGE=n [EXAMPLE=name] [TARGET=labs] [OUT=trace.json] [RENDER=trace.png]"; exit 2; }
 	@$(or $(PY_MPL),$(PY),python3) $(ROOT)/grader/tracing/trace_build.py --stage "$(STAGE)" --example "$(EXAMPLE)" --target "$(TARGET)" \
 	    --out "$(OUT)" $(if $(RENDER),--render "$(RENDER)")
 

@@ -414,3 +414,57 @@ def test_recorder_is_race_free_across_threads(tmp_path):
     names = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert {"worker 0", "worker 3", "main"} <= names
     assert sum(1 for e in events if e["ph"] == "B" and e.get("cat") == "poll") == 4 * 3000
+
+
+# ---- the fallback to the reference (as make grade does) --------------------------------
+
+def fallback_tree(tmp_path):
+    """01 and 03 finished (the reference's), 02 an untouched skeleton."""
+    tree = tmp_path / "mine"
+    for src in ("solutions/01-signal", "labs/02-block-on", "solutions/03-executor"):
+        shutil.copytree(ROOT / src, tree / pathlib.Path(src).name)
+    return tree
+
+
+def test_make_trace_falls_back_like_make_grade(tmp_path):
+    """An earlier stage that make grade would replace (02, a skeleton) is the
+    reference's in the traced build too, and one line says so and why; the
+    finished 01 stays the tree's. --no-fallback traces the tree as it is:
+    it stops at 02's first TODO."""
+    tree = fallback_tree(tmp_path)
+    out = tmp_path / "t.json"
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), "trace", "STAGE=3",
+                           f"TARGET={tree}", f"OUT={out}", f"PY={sys.executable}"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    said = [line for line in proc.stdout.splitlines() if "the reference's" in line]
+    assert len(said) == 1, proc.stdout
+    assert "02-block-on stands in for yours" in said[0] and "LAB_TODO (block_on.c:" in said[0], said[0]
+    assert "01-signal" not in said[0], said[0]
+    validate(out)
+    stage = lab_trace.find_stage("3")
+    with pytest.raises(SystemExit):   # the skeleton, linked as it is, does not run
+        lab_trace.main(["--stage", "3", "--target", str(tree), "--out", str(tmp_path / "n.json"), "--no-fallback"])
+    assert not (tmp_path / "n.json").exists()
+    assert lab_trace.fallback(stage, ROOT / "examples/03-executor/three_tasks.c", "solutions") == {}
+
+
+def test_handout_trace_links_the_shipped_traced_reference(tmp_path, monkeypatch):
+    """In the handout (no solutions/), the fallback links the traced
+    reference objects that ship_traced_reference writes for it, and
+    TARGET=solutions says in one line that there is none."""
+    shipped = tmp_path / "handout"
+    lab_trace.ship_traced_reference(shipped, names=["02-block-on"])
+    headers = shipped / "grader" / "reference" / "02-block-on" / "handout"
+    shutil.copytree(ROOT / "labs" / "02-block-on", headers)
+    monkeypatch.setattr(lab_trace, "SOLUTIONS", tmp_path / "solutions")   # none, as in the handout
+    monkeypatch.setattr(lab_trace, "SHIPPED", shipped / "grader" / "reference")
+    tree = fallback_tree(tmp_path)
+    stage = lab_trace.find_stage("3")
+    binary = lab_trace.build(stage, ROOT / "examples/03-executor/three_tasks.c", str(tree),
+                             reference=("02-block-on",))
+    proc = run_example(binary, tmp_path / "t.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    validate(tmp_path / "t.json")
+    with pytest.raises(SystemExit, match="no solutions/ here"):
+        lab_trace.main(["--stage", "3", "--target", str(tmp_path / "solutions")])

@@ -15,6 +15,14 @@ A serving example (stage 06's echo server) is started on a free port to
 serve a few connections, loaded by examples/06-reactor/load_client (built
 plain, without the runtime), and traced until it exits.
 
+An earlier stage of the target tree that make grade would not use (it does
+not build, or fails one of its own tests, or stands on such a stage: the
+grader's own decision, cached under build/grade) is replaced by the
+reference, as make grade does, and one line says which and why: from
+solutions/ in the instructors' repository, from the traced reference
+objects in grader/reference/NN-name/trace/ in the handout
+(ship_traced_reference writes them). --no-fallback traces the tree as it is.
+
 Only the Python standard library; the binary goes to build/trace/.
 """
 import argparse
@@ -69,22 +77,67 @@ def rel(path):
         return str(path)
 
 
-def build(stage, example, target, extra_flags=()):
-    """Compiles the traced example; returns the binary's path."""
-    tree = (ROOT / target) if not pathlib.Path(target).is_absolute() else pathlib.Path(target)
-    dirs = [tree / s for s in [*stage.uses, *EXTRA_STAGES.get((stage.name, example.stem), []), stage.name]]
+FLAGS = ["-std=c11", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-DLAB_TRACE"]
+SOLUTIONS = ROOT / "solutions"
+SHIPPED = ROOT / "grader" / "reference"     # the handout's reference objects (grader/course/handout.py)
+
+
+def tree_of(target):
+    return (ROOT / target) if not pathlib.Path(target).is_absolute() else pathlib.Path(target)
+
+
+def stages_of(stage, example):
+    """The stages the example links, deepest first, the traced one last."""
+    return [*stage.uses, *EXTRA_STAGES.get((stage.name, example.stem), []), stage.name]
+
+
+def reference_stage(name):
+    """Where the reference of one stage comes from for a traced build:
+    ("source", dir) in the instructors' repository, ("objects", (headers
+    dir, objects dir)) in a handout that ships them, or None."""
+    if (SOLUTIONS / name).is_dir():
+        return "source", SOLUTIONS / name
+    objs = SHIPPED / name / "trace"
+    if objs.is_dir() and any(objs.glob("*.o")):
+        return "objects", (SHIPPED / name / "handout", objs)
+    return None
+
+
+def build(stage, example, target, extra_flags=(), reference=()):
+    """Compiles the traced example; returns the binary's path. reference:
+    the names of earlier stages to take from the reference instead of the
+    target tree (fallback() decides which)."""
+    tree = tree_of(target)
+    if not tree.is_dir() and tree.name == "solutions" and not SOLUTIONS.is_dir():
+        sys.exit("trace: there is no solutions/ here (the handout has none): "
+                 "make trace traces your tree, labs/ by default, or TARGET=path")
+    names = stages_of(stage, example)
+    dirs, prebuilt = [], []
+    for n in names:
+        ref = reference_stage(n) if n in reference else None
+        if n in reference and ref is None:
+            sys.exit(f"trace: your {n} cannot be used and there is no traced reference of it here (neither "
+                     f"solutions/{n} nor {rel(SHIPPED / n / 'trace')}): make grade STAGE={n[:2]} says what to finish")
+        if ref and ref[0] == "objects":
+            dirs.append(ref[1][0])
+            prebuilt += sorted(ref[1][1].glob("*.o"))
+        else:
+            dirs.append(ref[1] if ref else tree / n)
     for d in dirs:
         if not d.is_dir():
             sys.exit(f"trace: {d} is missing")
     srcs = [ROOT / "common" / c for c in COMMON]
-    for d in dirs:
-        srcs += sorted(d.glob("*.c"))
+    for n, d in zip(names, dirs):
+        if not (n in reference and reference_stage(n)[0] == "objects"):
+            srcs += sorted(d.glob("*.c"))
     srcs.append(example)
     out_dir = ROOT / "build" / "trace"
     out_dir.mkdir(parents=True, exist_ok=True)
     binary = out_dir / f"{tree.name}-{stage.name}-{example.stem}"
-    flags = ["-std=c11", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-DLAB_TRACE", *extra_flags]
-    if tree.resolve() == (ROOT / "solutions").resolve():
+    if reference:
+        binary = binary.with_name(binary.name + "-on-reference-" + "-".join(n.split("-", 1)[0] for n in reference))
+    flags = [*FLAGS, *extra_flags]
+    if tree.resolve() == SOLUTIONS.resolve():
         flags.append("-Werror")  # the reference builds without a warning, traced or not
     incs = ["-iquote", str(ROOT / "common"), "-iquote", str(ROOT / "common" / "tracing")]
     for d in dirs:
@@ -104,11 +157,92 @@ def build(stage, example, target, extra_flags=()):
         sys.stderr.write(said)
     if any(rc != 0 for _, rc in logs):
         sys.exit(f"trace: {example.name} did not build against {tree}")
-    proc = subprocess.run([CC, *flags, *map(str, objs), "-o", str(binary)], capture_output=True, text=True)
+    proc = subprocess.run([CC, *flags, *map(str, objs), *map(str, prebuilt), "-o", str(binary)],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         sys.exit(f"trace: {example.name} did not link against {tree}")
     return binary
+
+
+def fallback(stage, example, target):
+    """The earlier stages of target that make grade would replace by the
+    reference, as {name: why}: the grader's own decision (pipeline.py: the
+    stage builds and passes its plain tests; kept under build/grade, so a
+    second trace does not run them again). The example's extra stages (the
+    echo server's 06 under stage 07) and a grader that cannot decide fall back
+    to a cheaper rule: a stage that still calls LAB_TODO is a skeleton."""
+    tree = tree_of(target)
+    if tree.resolve() == SOLUTIONS.resolve():
+        return {}
+    earlier = stages_of(stage, example)[:-1]
+    out = {}
+    try:
+        from lab_grader import pipeline
+        p = pipeline.Pipeline(root=ROOT, target=tree, stages=rubric.load_all(ROOT / "grader" / "rubric"),
+                              selected=[stage], build_dir=ROOT / "build" / "grade")
+        try:
+            p.start(lanes=False)
+            for n in stage.uses:
+                ok, why = p.usable[n].result()
+                if not ok:   # a skeleton says so more plainly than its failed tests
+                    todo = skeleton_todo(tree / n)
+                    out[n] = (f"still has a LAB_TODO ({todo})" if todo else
+                              why.replace("was itself graded with reference code", "stands on a reference stage"))
+        finally:
+            p.close()
+    except Exception as e:  # noqa: BLE001 - the grader could not decide: the cheaper rule
+        print(f"trace: the grader could not check your earlier stages ({type(e).__name__}: {e}); "
+              "a stage that still has a LAB_TODO is taken from the reference", file=sys.stderr)
+        earlier_checked = []
+    else:
+        earlier_checked = list(stage.uses)
+    for n in earlier:
+        if n in earlier_checked or n in out:
+            continue
+        todo = skeleton_todo(tree / n)
+        if todo:
+            out[n] = f"still has a LAB_TODO ({todo})"
+    return out
+
+
+def skeleton_todo(d):
+    """The first LAB_TODO call left in a stage folder, as file:line, or None."""
+    for f in sorted(pathlib.Path(d).glob("*.c")):
+        for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            if "LAB_TODO(" in line and not line.lstrip().startswith(("#", "//", "*", "/*")):
+                return f"{f.name}:{i}"
+    return None
+
+
+def fallback_line(decided):
+    """The one line that says which stages the reference stands in for."""
+    names = list(decided)
+    which = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    whys = "; ".join(f"your {n} {why}" for n, why in decided.items())
+    return (f"trace: the reference's {which} stand{'s' if len(names) == 1 else ''} in for yours, "
+            f"as in make grade ({whys})")
+
+
+def ship_traced_reference(out_root, names=None):
+    """Writes every stage's reference objects, built as make trace builds
+    them (-DLAB_TRACE), into out_root/grader/reference/NN-name/trace/, with
+    the headers beside them in .../handout/ (the handout writes those too):
+    what a handout's make trace links in place of an unfinished earlier
+    stage. For grader/course/handout.py."""
+    out_root = pathlib.Path(out_root)
+    for st in rubric.load_all(ROOT / "grader" / "rubric"):
+        if names is not None and st.name not in names:
+            continue
+        dirs = [SOLUTIONS / n for n in [*st.uses, st.name]]
+        dest = out_root / "grader" / "reference" / st.name / "trace"
+        dest.mkdir(parents=True, exist_ok=True)
+        incs = ["-iquote", str(ROOT / "common"), "-iquote", str(ROOT / "common" / "tracing")]
+        for d in dirs:
+            incs += ["-iquote", str(d)]
+        for src in st.sources:
+            subprocess.run([CC, *FLAGS, "-Werror", *incs, "-c", rel(SOLUTIONS / st.name / src),
+                            "-o", str(dest / (pathlib.Path(src).stem + ".o"))], cwd=ROOT, check=True)
 
 
 def run_served(binary, stage, load, env):
@@ -156,6 +290,8 @@ def main(argv=None):
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--load", default=DEFAULT_LOAD,
                     help="a serving example's load: CONNECTIONS ROUND_TRIPS SIZE (default %(default)s)")
+    ap.add_argument("--no-fallback", action="store_true",
+                    help="trace the target's earlier stages as they are, finished or not")
     ap.add_argument("args", nargs="*", help="arguments for the example")
     a = ap.parse_args(argv)
     stage = find_stage(a.stage)
@@ -170,7 +306,14 @@ def main(argv=None):
         example = match[0]
     else:
         example = found[0]
-    binary = build(stage, example, a.target)
+    tree = tree_of(a.target)
+    if not tree.is_dir() and tree.name == "solutions" and not SOLUTIONS.is_dir():
+        sys.exit("trace: there is no solutions/ here (the handout has none): "
+                 "make trace traces your tree, labs/ by default, or TARGET=path")
+    decided = {} if a.no_fallback else fallback(stage, example, a.target)
+    if decided:
+        print(fallback_line(decided))
+    binary = build(stage, example, a.target, reference=tuple(decided))
     if a.build_only:
         print(binary)
         return 0
