@@ -243,6 +243,9 @@ def one(argv):
         print(f"grade_class.py one: --index {a.index} is not in 0..{len(names) - 1}", file=sys.stderr)
         return 2
     name = names[a.index]
+    if not name or "/" in name or name in (".", ".."):     # not an entry of a folder: a listing not ours
+        print(f"grade_class.py one: entry {a.index} of {shown(str(a.list))} is not a folder's name", file=sys.stderr)
+        return 2
     grade_and_record(Student(name, a.submissions / name), a.reports, a.stage, a.hidden, a.trees, a.items)
     return 0
 

@@ -275,6 +275,18 @@ def test_roster(tmp_path):
             gradebook.load_roster(r)
 
 
+def test_a_bad_roster_is_one_line(tmp_path):
+    """Before any grading: the roster is read first, and what is wrong with
+    it is one line (exit status 2)."""
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,mail\nalice,a@x.edu\n")
+    proc = subprocess.run([*CLASS, str(tmp_path / "subs"), "--roster", str(roster)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no id, email, folder column" in proc.stderr and not (tmp_path / "reports").exists()
+
+
 # ---------------------------------------------------------------- the export checkers
 #
 # Each rule (gradebook.RULES says where it is documented) as a test case: the
