@@ -378,3 +378,46 @@ def test_a_kill_of_every_process_fails_its_tests_and_is_never_a_regrade(tmp_path
               and "did not start in two runs" in t["output"]]
     assert not dodged, f"items a kill(-1) turned into a regrade: {dodged}\n{g.output[-3000:]}"
     assert g.returncode == 2 and g.score < sum(t["max_score"] for t in g.results["tests"]), g.output[-3000:]
+
+
+def test_a_run_sees_nothing_of_the_machine(tmp_path, caps):
+    """From inside a test, as root: no other process in /proc (a grader's
+    --target= would name another student's tree), no System V segment of
+    the machine's, nothing in /var/tmp, not the grader's checkout, not the
+    grader's environment (make's MAKEFLAGS carries HIDDEN=). The code aborts,
+    failing its test, on the first thing it sees."""
+    if not (caps["root"] and sandbox.shared().minimal_root):
+        pytest.skip("no root of its own per run on this machine (not root, or no PID namespace)")
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x1ab5eed
+    shmid = libc.shmget(key, 4096, 0o1666)   # IPC_CREAT | 0666
+    assert shmid >= 0, "could not make the System V segment to look for"
+    marker = pathlib.Path("/var/tmp") / f"lab-redteam-{os.getpid()}"
+    marker.write_text("left by the grader's self-test\n")
+    code = ('    {\n'
+            '        DIR *d = opendir("/proc");\n'
+            '        int pids = 0;\n'
+            '        struct dirent *e;\n'
+            '        while (d && (e = readdir(d)))\n'
+            '            pids += e->d_name[0] >= \'0\' && e->d_name[0] <= \'9\';\n'
+            '        if (!d || pids > 16)\n'
+            '            abort(); /* the machine\'s processes, or no /proc at all */\n'
+            '        closedir(d);\n'
+            f'        if (shmget({key}, 0, 0) >= 0)\n'
+            '            abort(); /* a segment of the machine\'s */\n'
+            f'        if (access("{marker}", F_OK) == 0)\n'
+            '            abort(); /* the machine\'s /var/tmp */\n'
+            f'        if (access("{ROOT / "Makefile"}", F_OK) == 0)\n'
+            '            abort(); /* the grader\'s checkout */\n'
+            '        if (getenv("MAKEFLAGS") || getenv("LAB_GRADER_SECRET"))\n'
+            '            abort(); /* the grader\'s environment */\n'
+            '    }\n')
+    tree = hostile_tree(tmp_path, code, includes=("dirent.h", "stdlib.h", "sys/shm.h", "unistd.h"))
+    try:
+        g = grade(tmp_path, tree, stage="01-signal", items=[ITEM], timeout=300,
+                  env={"LAB_GRADER_SECRET": "/somewhere/secret"})   # make sets MAKEFLAGS itself
+    finally:
+        libc.shmctl(shmid, 0, None)   # IPC_RMID
+        marker.unlink()
+    assert g.item(f"01-signal/{ITEM}")["score"] == 1, g.output[-3000:]
