@@ -77,13 +77,13 @@ enum signal_status signal_complete(struct signal *producer, void *value)
 {
     (void)producer;
     (void)value;
-    LAB_TODO("refuse a second completion or a vanished listener; otherwise store the value and take the waker out under the lock, then wake it after unlocking (docs/01-signal.md#completing)");
+    LAB_TODO("contracts 4 and 5: in which phases is this value refused, and where must the waker be woken so that a task polled inside the wake can take the lock? (docs/01-signal.md#completing)");
 }
 
 void signal_drop(struct signal *producer)
 {
     (void)producer;
-    LAB_TODO("without a completion, close the signal and wake the stored waker; give up the producer's reference; the last handle frees the state (docs/01-signal.md#dropping-the-producer)");
+    LAB_TODO("contracts 9 and 10: a producer that leaves without completing is an outcome; who must learn it, how, and who frees the state? (docs/01-signal.md#dropping-the-producer)");
 }
 
 enum poll signal_future_poll(struct signal_future *future, struct context *cx,
@@ -92,13 +92,13 @@ enum poll signal_future_poll(struct signal_future *future, struct context *cx,
     (void)future;
     (void)cx;
     (void)out;
-    LAB_TODO("in one hold of the lock, check for an outcome and, when there is none, register the latest waker with waker_clone_from (docs/01-signal.md#polling)");
+    LAB_TODO("contracts 1 to 3, 6 and 7: what must be true when this returns Pending, and what could fall between your look at the outcome and your registration? (docs/01-signal.md#polling)");
 }
 
 void signal_future_drop(struct signal_future *future)
 {
     (void)future;
-    LAB_TODO("stop listening, take out the stored waker and drop it after unlocking, give up the future's reference; the last handle frees the state (docs/01-signal.md#dropping-the-future)");
+    LAB_TODO("contract 8: once the future is gone, who still needs its waker, and what must a later signal_complete answer? (docs/01-signal.md#dropping-the-future)");
 }
 
 /* ---- the type-erased view -------------------------------------------------

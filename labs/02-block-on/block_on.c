@@ -29,5 +29,5 @@ unsigned long block_on(struct future fut, void *out)
 {
     (void)fut;
     (void)out;
-    LAB_TODO("a parker and its waker; poll, park on Pending, poll again; release both; count the polls (docs/02-block-on.md#block_on)");
+    LAB_TODO("block_on.h contracts 1 and 2: what wakes this thread while the future is Pending, how many polls does one wake earn, and what is given back before returning? (docs/02-block-on.md#block_on)");
 }

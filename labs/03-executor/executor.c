@@ -50,7 +50,7 @@ static void executor_schedule(struct scheduler *s, struct task *t, enum schedule
     (void)s;
     (void)t;
     (void)why;
-    LAB_TODO("on the executor's own thread (inside run): the local end; elsewhere: the remote end, then unpark the driver (docs/03-executor.md#the-ready-queue)");
+    LAB_TODO("executor.h contract 2: which thread is queuing this task, and what must happen for an executor parked on its driver to notice it? (docs/03-executor.md#the-ready-queue)");
 }
 
 static void executor_release(struct scheduler *s, struct task *t)
@@ -113,7 +113,7 @@ void executor_free(struct executor *ex)
         abort();
     }
     (void)ex;
-    LAB_TODO("refuse new spawns; shut down every owned task (each leaves the list as it completes); give back every queue entry; then the parker and the memory (docs/03-executor.md#freeing-the-executor)");
+    LAB_TODO("executor.h contract 5: where can a task still be when the executor goes (queued at either end, pending, holding its own waker), and who gives back each of its references? (docs/03-executor.md#freeing-the-executor)");
     if (ex->own_parker)
         parker_release(ex->own_parker); /* -1: ours */
     free(ex);
@@ -127,7 +127,7 @@ struct join_handle *executor_spawn(struct executor *ex, struct future fut,
     (void)ex;
     (void)fut;
     (void)drop_output;
-    LAB_TODO("task_new; link it into the owned list (its list reference); queue it (its queue reference) (docs/03-executor.md#spawning)");
+    LAB_TODO("which references does a new task start with, and where must each of them be held? (docs/03-executor.md#spawning)");
 }
 
 /* ---- deadlock ---------------------------------------------------------------------------------- */
@@ -138,7 +138,7 @@ struct join_handle *executor_spawn(struct executor *ex, struct future fut,
 static inline bool any_outside_waker(struct executor *ex)
 {
     (void)ex;
-    LAB_TODO("the witness first; else every owned task; remember the one that says yes (docs/03-executor.md#deadlock)");
+    LAB_TODO("executor.h contract 4: which task proves that the executor can still make progress, and how do you find it without looking at every task every time? (docs/03-executor.md#deadlock)");
 }
 
 /* ---- the loop -------------------------------------------------------------------------------------- */
@@ -159,7 +159,7 @@ static enum executor_status run_loop(struct executor *ex, enum run_mode mode, st
     (void)mode;
     (void)root;
     (void)root_jh;
-    LAB_TODO("pop and run (budget reset before each poll); every EXECUTOR_DRIVER_INTERVAL polls, poll the driver with a zero timeout; with nothing ready: done, idle, deadlocked, or park on the driver (docs/03-executor.md#the-run-loop, #the-driver-tick)");
+    LAB_TODO("executor.h contracts 1, 2, 4 and 6: what does the loop do when a task is ready, when none is, and how do timers and I/O get a turn beside a task that is always ready? (docs/03-executor.md#the-run-loop, #the-driver-tick)");
     coop_unlimit();
     current = NULL;
     return st;

@@ -51,7 +51,7 @@ static inline enum poll take_output(struct task *t, void *out, enum join_status 
     (void)t;
     (void)out;
     (void)status;
-    LAB_TODO("OUTPUT: move it to out (or drop it when out is NULL), mark it consumed; CANCELLED: say so (docs/03-executor.md#the-join-handle-and-its-waker)");
+    LAB_TODO("join.h rules 5 and 6: the output leaves the task exactly once; what does the joiner get, and what does a cancelled task give it instead? (docs/03-executor.md#the-join-handle-and-its-waker)");
 }
 
 /* Makes sure the slot holds a waker for w, published with JOIN_WAKER (rules
@@ -60,7 +60,7 @@ static inline bool register_join_waker(struct task *t, const struct waker *w)
 {
     (void)t;
     (void)w;
-    LAB_TODO("COMPLETE: return true, the slot may hold a waker already woken (rule 4); rule 3 (same waker: done; else clear JOIN_WAKER unless COMPLETE, drop the old), rule 1 (write the slot), rule 2 (set JOIN_WAKER unless COMPLETE) (docs/03-executor.md#the-join-handle-and-its-waker)");
+    LAB_TODO("join.h rules 1 to 4: the completer may be reading the slot right now; which bit says whose the slot is, and what must every write to the slot look at first? (docs/03-executor.md#the-join-handle-and-its-waker)");
 }
 
 enum poll join_handle_poll(struct join_handle *jh, struct context *cx, void *out,
@@ -70,7 +70,7 @@ enum poll join_handle_poll(struct join_handle *jh, struct context *cx, void *out
     (void)cx;
     (void)out;
     (void)status;
-    LAB_TODO("COMPLETE: take the output; else register cx's waker (unless cx is NULL) and say Pending, unless the task completed meanwhile (docs/03-executor.md#the-join-handle-and-its-waker)");
+    LAB_TODO("join.h rules 2 and 4: what if the task completes between your look at COMPLETE and your registration? (docs/03-executor.md#the-join-handle-and-its-waker)");
 }
 
 bool join_handle_is_finished(const struct join_handle *jh)
@@ -83,7 +83,7 @@ bool join_handle_is_finished(const struct join_handle *jh)
 void join_handle_abort(struct join_handle *jh)
 {
     (void)jh;
-    LAB_TODO("the abort transition (rows 11-11''): an idle task is queued, so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort)");
+    LAB_TODO("abort (rows 11 to 11''): only the task's own scheduler may drop its future; what must abort do about a task that nobody is going to poll? (docs/03-executor.md#abort)");
 }
 
 /* ---- drop ------------------------------------------------------------------------------- */
@@ -91,7 +91,7 @@ void join_handle_abort(struct join_handle *jh)
 void join_handle_drop(struct join_handle *jh)
 {
     (void)jh;
-    LAB_TODO("not complete: take the waker back (rule 3), then clear JOIN_INTEREST and -1 in one CAS; complete: clear JOIN_INTEREST, drop the output (rule 6) and the waker if the slot is ours, then -1 (docs/03-executor.md#the-join-handle-and-its-waker)");
+    LAB_TODO("join.h rules 3, 5 and 6: when the handle goes, complete or not, who drops the output and the join waker, and which references go with them? (docs/03-executor.md#the-join-handle-and-its-waker)");
 }
 
 /* ---- a join handle as a future (given) ---------------------------------------------------- */

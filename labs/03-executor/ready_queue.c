@@ -26,20 +26,20 @@ void ready_queue_push_remote(struct ready_queue *q, struct task *t)
 {
     (void)q;
     (void)t;
-    LAB_TODO("push onto the remote stack with a CAS loop; release, so the owner sees t->queue_next (docs/03-executor.md#the-ready-queue)");
+    LAB_TODO("ready_queue.h: the owner reads t->queue_next after it takes the stack; what orders this thread's write of it before that read? (docs/03-executor.md#the-ready-queue)");
 }
 
 /* Moves the whole remote stack, oldest first, to the end of the local list. */
 static inline void take_remote(struct ready_queue *q)
 {
     (void)q;
-    LAB_TODO("one exchange takes the stack; reverse it; append it (docs/03-executor.md#the-ready-queue)");
+    LAB_TODO("the remote stack is newest first; how do you take all of it at once and keep the order in which the wakes happened? (docs/03-executor.md#the-ready-queue)");
 }
 
 struct task *ready_queue_pop(struct ready_queue *q)
 {
     (void)q;
-    LAB_TODO("local first; take the remote stack when local is empty, and every READY_QUEUE_REMOTE_INTERVAL pops (docs/03-executor.md#the-ready-queue)");
+    LAB_TODO("executor.h contract 1: while a task that is always ready keeps the local end busy, when does a wake from another thread get its turn? (docs/03-executor.md#the-ready-queue)");
 }
 
 size_t ready_queue_len(struct ready_queue *q)

@@ -66,7 +66,7 @@ struct task *task_new(struct scheduler *s, struct future fut, task_output_drop_f
     (void)fut;
     (void)drop_output;
     (void)join;
-    LAB_TODO("ONE allocation (aligned when the future needs more than malloc gives), the header, the future copied in, three references (docs/03-executor.md#one-allocation)");
+    LAB_TODO("task.h: how many allocations may a task cost, where does the future go so that its alignment holds, and how many references does the task start with? (docs/03-executor.md#one-allocation)");
 }
 
 /* ---- references ------------------------------------------------------------------ */
@@ -99,7 +99,7 @@ void task_drop_reference(struct task *t)
 static inline void wake_by_ref(struct task *t)
 {
     (void)t;
-    LAB_TODO("the transition (rows 7-7'''), then schedule when it says so (docs/03-executor.md#the-transition-table)");
+    LAB_TODO("task.h contract 3 (rows 7 to 7'''): when does a wake by reference create a queue entry, and whose reference does that entry hold? (docs/03-executor.md#the-transition-table)");
 }
 
 /* Wake by value: consumes the caller's reference, plus `joining` joining
@@ -109,7 +109,7 @@ static inline void wake_by_val(struct task *t, uint64_t joining)
 {
     (void)t;
     (void)joining;
-    LAB_TODO("the transition (rows 8-8'), then schedule or free as it says (docs/03-executor.md#the-transition-table)");
+    LAB_TODO("task.h contract 3 (rows 8 to 8'): this waker's reference is consumed; when does it become the queue entry's, and when is it given back? (docs/03-executor.md#the-transition-table)");
 }
 
 /* ---- the waker vtable: a waker is a task reference ----------------------------------- */
@@ -234,7 +234,7 @@ static inline void complete(struct task *t, uint64_t refs)
 {
     (void)t;
     (void)refs;
-    LAB_TODO("release hook; drop the output first when JOIN_INTEREST is already clear; the transition; then what it says: the late output (rule 5 of join.h), the join waker (rule 4), the references (docs/03-executor.md#completing)");
+    LAB_TODO("task.h contract 4, join.h rules 4 and 5: at completion, who may still want the output and the join waker, and who frees the task when this transition gives back the last references? (docs/03-executor.md#completing)");
 }
 
 /* We hold RUNNING on a task whose future must go without being polled. */
@@ -250,13 +250,13 @@ static inline void cancel(struct task *t, uint64_t refs)
 void task_run(struct task *t)
 {
     (void)t;
-    LAB_TODO("to running (a stale entry only gives its reference back); poll with a waker that borrows our reference; Ready: complete; Pending: to idle, then requeue or cancel as it says (docs/03-executor.md#running-a-task)");
+    LAB_TODO("task.h contracts 1 and 2 (rows 2 to 5): what may a wake or an abort do while the poll runs, and what must the poller do about it when the poll returns? (docs/03-executor.md#running-a-task)");
 }
 
 void task_shutdown(struct task *t)
 {
     (void)t;
-    LAB_TODO("the shutdown transition (RUNNING and CANCELLED, NOTIFIED kept), then cancel (docs/03-executor.md#freeing-the-executor)");
+    LAB_TODO("row 17: nobody will poll this task again; how does shutdown keep a poll from starting and drop the future exactly once? (docs/03-executor.md#freeing-the-executor)");
 }
 
 /* ---- what the scheduler asks ------------------------------------------------------------- */
@@ -264,7 +264,7 @@ void task_shutdown(struct task *t)
 bool task_has_outside_waker(const struct task *t)
 {
     (void)t;
-    LAB_TODO("one snapshot; subtract the references the scheduler can account for (docs/03-executor.md#deadlock)");
+    LAB_TODO("executor.h contract 4: which of the task's references can the scheduler account for, and why decide from one snapshot of the word? (docs/03-executor.md#deadlock)");
 }
 
 /* ---- test hooks ---- */

@@ -72,20 +72,20 @@ enum task_ref_step task_state_ref_dec(_Atomic uint64_t *state, uint64_t refs, ui
 enum task_notify_step task_state_to_notified_by_ref(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("idle -> NOTIFIED with +1 (schedule); RUNNING -> NOTIFIED only; already NOTIFIED: the same value, written; COMPLETE or CANCELLED -> nothing (docs/03-executor.md#the-transition-table)");
+    LAB_TODO("rows 7 to 7''': for each state the word can be in, what does a wake by reference write, and does it create a queue entry? (docs/03-executor.md#the-transition-table)");
 }
 
 enum task_notify_step task_state_to_notified_by_val(_Atomic uint64_t *state, uint64_t joining)
 {
     (void)state;
     (void)joining;
-    LAB_TODO("like by_ref, but the caller's reference is consumed: it becomes the queue entry's, or is given back (docs/03-executor.md#the-transition-table)");
+    LAB_TODO("rows 8 to 8': the caller's reference is consumed; in which states does it become the queue entry's? (docs/03-executor.md#the-transition-table)");
 }
 
 enum task_notify_step task_state_to_notified_and_cancelled(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("set CANCELLED; an idle task must also be queued (NOTIFIED, +1) so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort)");
+    LAB_TODO("rows 11 to 11'': who drops the future of an idle task that nobody will poll, and how does it learn that it must? (docs/03-executor.md#abort)");
 }
 
 /* ---- running -------------------------------------------------------------------------- */
@@ -93,19 +93,19 @@ enum task_notify_step task_state_to_notified_and_cancelled(_Atomic uint64_t *sta
 enum task_run_step task_state_to_running(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("NOTIFIED -> RUNNING, clearing NOTIFIED (a wake from now on sets it again); a stale entry (COMPLETE or RUNNING) gives its reference back instead (docs/03-executor.md#running-a-task)");
+    LAB_TODO("row 2: what may a queue entry find in the word when it is run, and what if the task completed, or is being polled already? (docs/03-executor.md#running-a-task)");
 }
 
 enum task_idle_step task_state_to_idle(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("CANCELLED: write nothing, keep RUNNING; NOTIFIED: clear RUNNING, our reference becomes the queue entry's; else clear RUNNING and -1 (docs/03-executor.md#running-a-task)");
+    LAB_TODO("rows 3 to 5: a wake or an abort may have come during the poll; for each case, what becomes of the poller's reference? (docs/03-executor.md#running-a-task)");
 }
 
 enum task_shutdown_step task_state_to_shutdown(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("set RUNNING and CANCELLED (leave NOTIFIED: its queue entry is still out there); refuse a task that is complete or being polled (docs/03-executor.md#freeing-the-executor)");
+    LAB_TODO("row 17: which states may executor_free shut down, and what must it leave of a task that is still queued? (docs/03-executor.md#freeing-the-executor)");
 }
 
 /* ---- completing ------------------------------------------------------------------------ */
@@ -121,13 +121,13 @@ enum task_complete_step task_state_to_complete(_Atomic uint64_t *state, uint64_t
     (void)state;
     (void)refs;
     (void)output_done;
-    LAB_TODO("RUNNING -> COMPLETE in one CAS, with the references when nothing is left to do (no join waker set, no output that could still be ours) (docs/03-executor.md#completing)");
+    LAB_TODO("row 6: when can the COMPLETE transition also give back the poller's and the list's references, and when must it leave them for later? (docs/03-executor.md#completing)");
 }
 
 enum task_join_waker_step task_state_unset_join_waker_after_complete(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("clear JOIN_WAKER; the waker is ours to drop when JOIN_INTEREST is gone (docs/03-executor.md#completing)");
+    LAB_TODO("row 14: the completer is done with the join waker; is it still the completer's to drop? (docs/03-executor.md#completing)");
 }
 
 /* ---- the join handle's transitions (join.h's rules) ------------------------------------------ */
@@ -135,17 +135,17 @@ enum task_join_waker_step task_state_unset_join_waker_after_complete(_Atomic uin
 enum task_join_step task_state_set_join_waker(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("rule 2: set JOIN_WAKER unless COMPLETE (docs/03-executor.md#the-join-handle-and-its-waker)");
+    LAB_TODO("join.h rule 2: may the handle publish its waker once the task is COMPLETE? (docs/03-executor.md#the-join-handle-and-its-waker)");
 }
 
 enum task_join_step task_state_unset_join_waker(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("rule 3: clear JOIN_WAKER unless COMPLETE (docs/03-executor.md#the-join-handle-and-its-waker)");
+    LAB_TODO("join.h rule 3: may the handle take its waker back once the task is COMPLETE? (docs/03-executor.md#the-join-handle-and-its-waker)");
 }
 
 enum task_join_drop_step task_state_to_join_handle_dropped(_Atomic uint64_t *state)
 {
     (void)state;
-    LAB_TODO("complete: clear JOIN_INTEREST only (the output is the handle's); else clear it and -1 in one CAS (docs/03-executor.md#the-join-handle-and-its-waker)");
+    LAB_TODO("join.h rules 5 and 6: when the handle goes, is the output its to drop, and which references go with it? (docs/03-executor.md#the-join-handle-and-its-waker)");
 }

@@ -8,7 +8,7 @@ enum poll yield_now_poll(struct yield_now *y, struct context *cx)
 {
     (void)y;
     (void)cx;
-    LAB_TODO("first poll: wake yourself by reference and say Pending; second: Ready (docs/03-executor.md#yield_now)");
+    LAB_TODO("yield_now.h: how does a future get polled again when nothing outside will wake it? (docs/03-executor.md#yield_now)");
 }
 
 static enum poll yield_now_future_poll(void *self, struct context *cx, void *out)

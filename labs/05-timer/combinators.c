@@ -14,7 +14,7 @@ enum poll join2_poll(struct join2 *j, struct context *cx)
 {
     (void)j;
     (void)cx;
-    LAB_TODO("poll each child that is not done; drop it once Ready; Ready when both are (docs/05-timer.md#join-and-select)");
+    LAB_TODO("combinators.h: a child that is Ready is never polled again; when is join Ready? (docs/05-timer.md#join-and-select)");
 }
 
 void join2_drop(struct join2 *j)
@@ -45,7 +45,7 @@ enum poll select2_poll(struct select2 *s, struct context *cx, int *winner)
     (void)s;
     (void)cx;
     (void)winner;
-    LAB_TODO("poll a, then b; the first Ready wins; drop both (the loser at once: cancellation by drop) (docs/05-timer.md#join-and-select)");
+    LAB_TODO("combinators.h: when one child wins, what becomes of the other, and when? (docs/05-timer.md#join-and-select)");
 }
 
 void select2_drop(struct select2 *s)
@@ -81,7 +81,7 @@ enum poll timeout_poll(struct timeout *t, struct context *cx, enum timeout_resul
     (void)t;
     (void)cx;
     (void)res;
-    LAB_TODO("at the first poll (the state no longer moves) build select2(inner, sleep); its winner is the answer (docs/05-timer.md#timeout)");
+    LAB_TODO("combinators.h: a timeout is a race you have already written; between which two futures, and which should win a tie? (docs/05-timer.md#timeout)");
 }
 
 void timeout_drop(struct timeout *t)

@@ -20,13 +20,13 @@ enum poll sleep_poll(struct sleep *s, struct context *cx)
 {
     (void)s;
     (void)cx;
-    LAB_TODO("one call to the time driver decides, registers and stores the waker (docs/05-timer.md#sleep)");
+    LAB_TODO("sleep.h contracts 1 and 2: who decides whether the deadline has passed, and who holds the waker until it does? (docs/05-timer.md#sleep)");
 }
 
 void sleep_drop(struct sleep *s)
 {
     (void)s;
-    LAB_TODO("cancellation by drop: out of the wheel now, waker released (docs/05-timer.md#sleep)");
+    LAB_TODO("sleep.h contract 3: after this drop, what may the wheel and the driver still hold of the sleep? (docs/05-timer.md#sleep)");
 }
 
 static enum poll sleep_vpoll(void *self, struct context *cx, void *out)

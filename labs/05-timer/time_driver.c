@@ -34,7 +34,7 @@ static bool td_park(void *self, int64_t timeout_ns)
 {
     (void)self;
     (void)timeout_ns;
-    LAB_TODO("park the inner driver until min(timeout, next expiration); then advance the wheel and wake the fired timers' wakers outside the lock, a batch at a time (docs/05-timer.md#the-time-driver)");
+    LAB_TODO("time_driver.h contracts 1, 2 and 5: how long may this thread sleep, what fires when it wakes (after a zero timeout too), and what must never happen while the lock is held? (docs/05-timer.md#the-time-driver)");
 }
 
 static void td_unpark(void *self)
@@ -110,14 +110,14 @@ bool time_timer_poll(struct time_driver *td, struct time_timer *t, uint64_t dead
     (void)t;
     (void)deadline_ns;
     (void)waker;
-    LAB_TODO("under the lock: fired or due means done; else store the waker, register once, and unpark if the parked thread sleeps past this deadline (docs/05-timer.md#sleep)");
+    LAB_TODO("time_driver.h contract 3: this timer may be earlier than the parked thread means to wake; how does that thread find out, and what is read and written under the lock? (docs/05-timer.md#sleep)");
 }
 
 void time_timer_cancel(struct time_driver *td, struct time_timer *t)
 {
     (void)td;
     (void)t;
-    LAB_TODO("out of the wheel at once, under the lock; drop the waker after unlocking (docs/05-timer.md#sleep)");
+    LAB_TODO("sleep.h contract 3, cancellation by drop: what must be gone from the wheel, which reference must be given back, and on which side of the unlock? (docs/05-timer.md#sleep)");
 }
 
 size_t time_driver_test_timers(struct time_driver *td)

@@ -63,14 +63,14 @@ void timer_wheel_insert(struct timer_wheel *w, struct timer_entry *e, uint64_t d
     (void)w;
     (void)e;
     (void)deadline_ns;
-    LAB_TODO("round the deadline up to a tick; pick the level and slot; link it; set the bit (docs/05-timer.md#inserting)");
+    LAB_TODO("timer_wheel.h contracts 1, 4, 6, 7 and 9: which way does a deadline round, which level and slot does it belong to from the wheel's time, and what if it is armed already, due already or beyond the range? (docs/05-timer.md#inserting)");
 }
 
 bool timer_wheel_cancel(struct timer_wheel *w, struct timer_entry *e)
 {
     (void)w;
     (void)e;
-    LAB_TODO("unlink it, and clear the slot's bit if the slot became empty (docs/05-timer.md#cancelling)");
+    LAB_TODO("timer_wheel.h contracts 4 and 8: what must stay true of the slot's bit once the entry leaves, and what does cancelling an entry that is not armed do? (docs/05-timer.md#cancelling)");
 }
 
 size_t timer_wheel_advance(struct timer_wheel *w, uint64_t now_ns, size_t limit)
@@ -78,13 +78,13 @@ size_t timer_wheel_advance(struct timer_wheel *w, uint64_t now_ns, size_t limit)
     (void)w;
     (void)now_ns;
     (void)limit;
-    LAB_TODO("fire what was due; then slot by slot up to now: detach, fire the due, cascade the rest (docs/05-timer.md#advancing-and-cascading)");
+    LAB_TODO("timer_wheel.h contracts 1, 2, 3 and 7: when a slot above level 0 comes due, are its timers due? And what may a fire callback do to the list you are walking? (docs/05-timer.md#advancing-and-cascading)");
 }
 
 uint64_t timer_wheel_next_expiration(const struct timer_wheel *w)
 {
     (void)w;
-    LAB_TODO("due or firing entries: now; else the first non-empty level's next occupied slot, from its bitmap (docs/05-timer.md#the-next-expiration)");
+    LAB_TODO("timer_wheel.h contract 5: never after the earliest deadline's tick, in O(levels): which level holds the earliest slot, and how do you find it without reading an entry? (docs/05-timer.md#the-next-expiration)");
 }
 
 size_t timer_wheel_len(const struct timer_wheel *w)

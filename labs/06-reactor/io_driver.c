@@ -37,13 +37,13 @@ static bool io_park(void *self, int64_t timeout_ns)
 {
     (void)self;
     (void)timeout_ns;
-    LAB_TODO("a token there: consume it, return true; else PARKED, epoll_wait, EMPTY again (a NOTIFIED found then is the token), dispatch, and drain the eventfd if its token came (docs/06-reactor.md#the-io-driver)");
+    LAB_TODO("io_driver.h contracts 1, 2 and 4: when may park return without asking the kernel, and when must it ask anyway (park(0))? What may it never drop of what epoll_wait returned? (docs/06-reactor.md#the-io-driver, #ready-io-beside-busy-tasks)");
 }
 
 static void io_unpark(void *self)
 {
     (void)self;
-    LAB_TODO("swap NOTIFIED in; if the owner was PARKED, write the eventfd (docs/06-reactor.md#the-io-driver)");
+    LAB_TODO("io_driver.h contract 1: the owner may be in epoll_wait with no timeout, or about to be; how does this unpark reach it, and when can it skip the syscall? (docs/06-reactor.md#the-io-driver)");
 }
 
 static uint64_t io_now(void *self)

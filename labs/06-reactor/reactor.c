@@ -87,14 +87,14 @@ int reactor_register(struct reactor *r, int fd, struct io_reg **out)
     (void)r;
     (void)fd;
     (void)out;
-    LAB_TODO("take a slot (free list first, else a new one, a new page when needed) and make it live under the lock; then EPOLL_CTL_ADD with the slot's token, edge-triggered; undo on failure (docs/06-reactor.md#the-slab-and-the-token)");
+    LAB_TODO("reactor.h contracts 1 and 5: which token does the registration get, so that no event meant for an earlier owner of the slot reaches it, and what is undone if epoll refuses? (docs/06-reactor.md#the-slab-and-the-token)");
 }
 
 void reactor_deregister(struct reactor *r, struct io_reg *reg)
 {
     (void)r;
     (void)reg;
-    LAB_TODO("EPOLL_CTL_DEL first (the caller closes after); then under the lock: not live, next generation, readiness gone, wakers taken, slot on the free list; drop the wakers after unlocking (docs/06-reactor.md#deregister-before-close)");
+    LAB_TODO("reactor.h contracts 1 and 5: once this returns, which events may still arrive for the slot, and what must they find there? (docs/06-reactor.md#deregister-before-close)");
 }
 
 enum poll reactor_poll_ready(struct io_reg *reg, enum io_direction dir, struct context *cx,
@@ -104,21 +104,21 @@ enum poll reactor_poll_ready(struct io_reg *reg, enum io_direction dir, struct c
     (void)dir;
     (void)cx;
     (void)ev;
-    LAB_TODO("ready bits of this direction set? that snapshot is the answer; else, under the lock, look again and store the waker (docs/06-reactor.md#poll-ready)");
+    LAB_TODO("reactor.h contracts 3 and 4: dispatch may set readiness on another thread between your look and your registration; what closes that window? (docs/06-reactor.md#poll-ready)");
 }
 
 void reactor_clear_ready(struct io_reg *reg, struct io_ready ev)
 {
     (void)reg;
     (void)ev;
-    LAB_TODO("clear ev's readable/writable bits only while the word still carries ev's tick (one compare-and-swap loop; hang-up and error stay) (docs/06-reactor.md#clearing-readiness-the-tick)");
+    LAB_TODO("reactor.h contract 2: an edge may arrive between the syscall's EAGAIN and this clear; which readiness may you clear, and when must you leave it? (docs/06-reactor.md#clearing-readiness-the-tick)");
 }
 
 void reactor_drop_waker(struct io_reg *reg, enum io_direction dir)
 {
     (void)reg;
     (void)dir;
-    LAB_TODO("take the direction's waker under the lock, drop it after (docs/06-reactor.md#dropping-a-future-deregisters-at-once)");
+    LAB_TODO("tcp.h contract 2: the future is gone; who must stop holding its waker, and on which side of the unlock is it dropped? (docs/06-reactor.md#dropping-a-future-deregisters-at-once)");
 }
 
 bool reactor_dispatch(struct reactor *r, const struct epoll_event *events, int n)
@@ -126,7 +126,7 @@ bool reactor_dispatch(struct reactor *r, const struct epoll_event *events, int n
     (void)r;
     (void)events;
     (void)n;
-    LAB_TODO("one turn: a new tick; for each event: the wake token, or a live slot of the token's generation (else stale); set its bits with the tick; take the wakers of the directions it makes ready; wake them all after unlocking, a batch at a time (docs/06-reactor.md#dispatch)");
+    LAB_TODO("reactor.h contracts 1 to 3: which events belong to a registration that is gone, how does readiness record which turn set it, and whom does each direction wake, under which lock? (docs/06-reactor.md#dispatch)");
 }
 
 #ifdef LAB_TRACE

@@ -95,7 +95,7 @@ enum poll tcp_accept_poll(struct tcp_accept *a, struct context *cx, struct tcp_s
     (void)a;
     (void)cx;
     (void)out;
-    LAB_TODO("finish a back-off first; then the loop: readiness, accept4 (non-blocking), EAGAIN clears; out of descriptors: back off on a sleep (or report without a time driver); a new stream otherwise (docs/06-reactor.md#accept-and-emfile)");
+    LAB_TODO("tcp.h contracts 1 and 4: when may an accept clear readiness, and what does it do when the process is out of descriptors, so as neither to spin nor to wait for ever? (docs/06-reactor.md#accept-and-emfile)");
 }
 
 void tcp_accept_drop(struct tcp_accept *a)
@@ -126,7 +126,7 @@ enum poll tcp_connect_poll(struct tcp_connect *c, struct context *cx, struct tcp
     (void)c;
     (void)cx;
     (void)out;
-    LAB_TODO("first poll: a non-blocking socket, connect (EINPROGRESS is the usual answer), register; then wait for writable and read SO_ERROR; hand the descriptor and its registration over to a stream (docs/06-reactor.md#connect)");
+    LAB_TODO("tcp.h: a non-blocking connect does not finish in the call; when is it done, and where is its result? (docs/06-reactor.md#connect)");
 }
 
 void tcp_connect_drop(struct tcp_connect *c)
@@ -150,7 +150,7 @@ enum poll tcp_stream_poll_read(struct tcp_stream *s, struct context *cx, void *b
     (void)buf;
     (void)len;
     (void)n;
-    LAB_TODO("the loop: readiness, recv, EAGAIN clears and loops; a short read clears too when short reads are on (docs/06-reactor.md#drain-to-eagain)");
+    LAB_TODO("tcp.h contracts 1, 3 and 5, reactor.h contract 2: when is readable readiness cleared, and what do a read of 0 and a short read mean? (docs/06-reactor.md#drain-to-eagain)");
 }
 
 enum poll tcp_stream_poll_write(struct tcp_stream *s, struct context *cx, const void *buf, size_t len,
@@ -161,7 +161,7 @@ enum poll tcp_stream_poll_write(struct tcp_stream *s, struct context *cx, const 
     (void)buf;
     (void)len;
     (void)n;
-    LAB_TODO("the loop: readiness, send with MSG_NOSIGNAL, EAGAIN clears and loops (docs/06-reactor.md#sigpipe)");
+    LAB_TODO("tcp.h contracts 1 and 3: when is writable readiness cleared, where does a partial write resume, and why must a write to a reset peer not kill the process? (docs/06-reactor.md#sigpipe)");
 }
 
 int tcp_stream_shutdown(struct tcp_stream *s)
@@ -172,7 +172,7 @@ int tcp_stream_shutdown(struct tcp_stream *s)
 void tcp_stream_close(struct tcp_stream *s)
 {
     (void)s;
-    LAB_TODO("deregister, then close, then free (docs/06-reactor.md#deregister-before-close)");
+    LAB_TODO("reactor.h contract 5: epoll watches the open file, not the number; in which order must deregistering, closing and freeing come? (docs/06-reactor.md#deregister-before-close)");
 }
 
 int tcp_stream_fd(const struct tcp_stream *s) { return s->fd; }

@@ -145,20 +145,20 @@ bool deque_push(struct deque *d, void *item)
 {
     (void)d;
     (void)item;
-    LAB_TODO("full when bottom - top reaches the capacity; slot (relaxed), release fence, bottom + 1 (docs/07-work-stealing.md#push)");
+    LAB_TODO("deque.h contracts 1 and 5: a thief may read the slot as soon as it sees the new bottom; what must it see by then, and when is the ring full? (docs/07-work-stealing.md#push)");
 }
 
 void *deque_take(struct deque *d)
 {
     (void)d;
-    LAB_TODO("reserve bottom - 1, the seq_cst fence, then read top: more than one left is ours, the last one is raced for with a CAS on top, none restores bottom (docs/07-work-stealing.md#take)");
+    LAB_TODO("deque.h contracts 1 to 3: a thief may be claiming the same last item right now; what must each of you see of the other's write, and who decides who gets the last item? (docs/07-work-stealing.md#take, #why-take-needs-its-fence)");
 }
 
 enum deque_steal deque_steal(struct deque *d, void **out)
 {
     (void)d;
     (void)out;
-    LAB_TODO("top (acquire), seq_cst fence, bottom (acquire); read the slot BEFORE the CAS that moves top by one (docs/07-work-stealing.md#steal)");
+    LAB_TODO("deque.h contract 1: the owner and the other thieves race you for the oldest item; when is it yours, and when may you read it? (docs/07-work-stealing.md#steal)");
 }
 
 size_t deque_steal_half(struct deque *d, void **out, size_t max)
@@ -166,7 +166,7 @@ size_t deque_steal_half(struct deque *d, void **out, size_t max)
     (void)d;
     (void)out;
     (void)max;
-    LAB_TODO("count what is there, then that many single steals (each its own CAS), never one CAS moving top by k (docs/07-work-stealing.md#steal-half)");
+    LAB_TODO("deque.h contracts 1 and 4: the owner keeps taking while you claim several items; can any item be claimed twice? (docs/07-work-stealing.md#steal-half)");
 }
 
 size_t deque_len(struct deque *d)

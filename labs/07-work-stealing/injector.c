@@ -18,7 +18,7 @@ void injector_push_batch(struct injector *q, struct task **ts, size_t n)
     (void)q;
     (void)ts;
     (void)n;
-    LAB_TODO("link the batch first, outside the lock; then splice it on at the tail (docs/07-work-stealing.md#the-injector)");
+    LAB_TODO("the injector: how much of a batch push needs the lock? (docs/07-work-stealing.md#the-injector)");
 }
 
 void injector_push(struct injector *q, struct task *t) { injector_push_batch(q, &t, 1); }

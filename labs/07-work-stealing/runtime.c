@@ -69,7 +69,7 @@
 static inline void notify_parked(struct ws_runtime *rt)
 {
     (void)rt;
-    LAB_TODO("one seq_cst RMW to read the state after the push; a searcher or nobody asleep: done; else, under the lock, pop a sleeper, count it unparked and searching, unpark it (docs/07-work-stealing.md#the-idle-protocol)");
+    LAB_TODO("runtime.h contract 2: a worker may be announcing its sleep at this very moment; how do this push and that worker agree on who finds the task? (docs/07-work-stealing.md#the-idle-protocol)");
 }
 
 /* At most half the workers search at once (Tokio's rule): more would only
@@ -139,7 +139,7 @@ static inline void park_idle(struct ws_worker *w)
     struct ws_runtime *rt = w->rt;
     test_point(rt, WS_TEST_BEFORE_PARK, w->index);
     (void)w;
-    LAB_TODO("announce (leave the searching and unparked counts, join the sleepers) with a seq_cst RMW; another worker still awake? park with the watch's timeout (w->watch_ns, doubled up to WS_WATCH_MAX_NS), else for ever; look at every queue again; work: take the announcement back; else park, then count yourself awake (docs/07-work-stealing.md#the-idle-protocol)");
+    LAB_TODO("runtime.h contracts 2 and 5: a task may be pushed while this worker goes to sleep, its notify having seen the worker still searching; what must the worker do, in which order, so that the task is not left behind, and how long may it sleep while another worker is awake? (docs/07-work-stealing.md#the-idle-protocol)");
     test_point(rt, WS_TEST_UNPARKED, w->index);
 }
 
@@ -152,7 +152,7 @@ static inline void push_local(struct ws_worker *w, struct task *t)
 {
     (void)w;
     (void)t;
-    LAB_TODO("push; when full, steal_half from your own deque into the injector, then push (docs/07-work-stealing.md#overflow)");
+    LAB_TODO("overflow: the deque is full; which tasks go somewhere every worker can reach, and which one stays hot here? (docs/07-work-stealing.md#overflow)");
 }
 
 static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reason why)
@@ -160,7 +160,7 @@ static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reaso
     (void)s;
     (void)t;
     (void)why;
-    LAB_TODO("not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot, filled with a release exchange and no notify (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes)");
+    LAB_TODO("runtime.h contracts 2 and 3: who is calling, and why (a spawn, a yield, a wake inside a task)? Which queue keeps locality without stranding or starving anything, and when must a sleeper be woken? (docs/07-work-stealing.md#where-a-task-goes)");
 }
 
 static void ws_release(struct scheduler *s, struct task *t)
@@ -199,7 +199,7 @@ static inline struct task *next_task(struct ws_worker *w)
 {
     w->tick++;
     (void)w;
-    LAB_TODO("every 61st tick the injector comes first; on the tick halfway between, the deque's oldest (a steal from your own deque); else the deque's newest, then the injector (docs/07-work-stealing.md#fairness, #the-old-end)");
+    LAB_TODO("runtime.h contract 3: this worker's own deque may never empty; how do the injector and the deque's oldest task still get their turns? (docs/07-work-stealing.md#fairness, #the-old-end)");
 }
 
 /* Steal half of a random victim's deque (then the others in turn), then the
@@ -207,7 +207,7 @@ static inline struct task *next_task(struct ws_worker *w)
 static inline struct task *search(struct ws_worker *w)
 {
     (void)w;
-    LAB_TODO("become a searcher (if allowed); from a random victim on, steal half; keep the oldest to run, push the rest; then the injector; last, as a searcher, the other workers' LIFO slots, each with an exchange (docs/07-work-stealing.md#stealing, #a-long-poll-must-not-strand-the-slot)");
+    LAB_TODO("runtime.h contract 2: where can work be that is not in this worker's own queues, and how much of it should one search take? (docs/07-work-stealing.md#stealing, #a-long-poll-must-not-strand-the-slot)");
 }
 
 /* Runs t, then whatever its poll put in the LIFO slot, at most WS_LIFO_CAP
@@ -216,7 +216,7 @@ static inline void run_task(struct ws_worker *w, struct task *t)
 {
     (void)w;
     (void)t;
-    LAB_TODO("stop searching (the last searcher wakes another: Tokio 4383); budget before every poll; then the LIFO slot, capped (docs/07-work-stealing.md#running-a-task)");
+    LAB_TODO("runtime.h contracts 2 to 4: a searcher that found work may be the one the others counted on; what does it owe them? What does every poll get first, and how long may the LIFO slot keep this worker? (docs/07-work-stealing.md#running-a-task)");
 }
 
 static void *worker_main(void *arg)
@@ -372,7 +372,7 @@ void ws_runtime_free(struct ws_runtime *rt)
     rt->closing = true; /* no more spawns */
     pthread_mutex_unlock(&rt->owned_lock);
     (void)rt;
-    LAB_TODO("stop and join the workers; then cancel every owned task; then give back every queue entry: deques, LIFO slots, injector (docs/07-work-stealing.md#shutdown)");
+    LAB_TODO("runtime.h contract 6: where can a task be when the runtime goes (in a poll, queued in any of three places, waiting on a waker), and who gives back each of its references? (docs/07-work-stealing.md#shutdown)");
     free_memory(rt);
 }
 

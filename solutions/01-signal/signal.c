@@ -130,7 +130,7 @@ int signal_new(void (*drop_value)(void *value), struct signal **producer,
 
 enum signal_status signal_complete(struct signal *producer, void *value)
 {
-    /* BEGIN STUDENT: refuse a second completion or a vanished listener; otherwise store the value and take the waker out under the lock, then wake it after unlocking (docs/01-signal.md#completing) */
+    /* BEGIN STUDENT: contracts 4 and 5: in which phases is this value refused, and where must the waker be woken so that a task polled inside the wake can take the lock? (docs/01-signal.md#completing) */
     struct signal_shared *s = producer->shared;
 
     pthread_mutex_lock(&s->lock);
@@ -161,7 +161,7 @@ enum signal_status signal_complete(struct signal *producer, void *value)
 
 void signal_drop(struct signal *producer)
 {
-    /* BEGIN STUDENT: without a completion, close the signal and wake the stored waker; give up the producer's reference; the last handle frees the state (docs/01-signal.md#dropping-the-producer) */
+    /* BEGIN STUDENT: contracts 9 and 10: a producer that leaves without completing is an outcome; who must learn it, how, and who frees the state? (docs/01-signal.md#dropping-the-producer) */
     struct signal_shared *s = producer->shared;
     struct waker to_wake = WAKER_NONE;
 
@@ -188,7 +188,7 @@ void signal_drop(struct signal *producer)
 enum poll signal_future_poll(struct signal_future *future, struct context *cx,
                              struct signal_output *out)
 {
-    /* BEGIN STUDENT: in one hold of the lock, check for an outcome and, when there is none, register the latest waker with waker_clone_from (docs/01-signal.md#polling) */
+    /* BEGIN STUDENT: contracts 1 to 3, 6 and 7: what must be true when this returns Pending, and what could fall between your look at the outcome and your registration? (docs/01-signal.md#polling) */
     struct signal_shared *s = future->shared;
 
     pthread_mutex_lock(&s->lock);
@@ -223,7 +223,7 @@ enum poll signal_future_poll(struct signal_future *future, struct context *cx,
 
 void signal_future_drop(struct signal_future *future)
 {
-    /* BEGIN STUDENT: stop listening, take out the stored waker and drop it after unlocking, give up the future's reference; the last handle frees the state (docs/01-signal.md#dropping-the-future) */
+    /* BEGIN STUDENT: contract 8: once the future is gone, who still needs its waker, and what must a later signal_complete answer? (docs/01-signal.md#dropping-the-future) */
     struct signal_shared *s = future->shared;
 
     pthread_mutex_lock(&s->lock);

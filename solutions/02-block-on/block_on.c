@@ -26,7 +26,7 @@
 
 unsigned long block_on(struct future fut, void *out)
 {
-    /* BEGIN STUDENT: a parker and its waker; poll, park on Pending, poll again; release both; count the polls (docs/02-block-on.md#block_on) */
+    /* BEGIN STUDENT: block_on.h contracts 1 and 2: what wakes this thread while the future is Pending, how many polls does one wake earn, and what is given back before returning? (docs/02-block-on.md#block_on) */
     struct parker *p = parker_new(); /* our reference */
     if (!p) {
         fputs("block_on: out of memory for a parker\n", stderr);

@@ -137,7 +137,7 @@ static const struct timespec park_poll = { 0, 0 };
  * sleeps. Both park functions below are this one. */
 static bool park_until(struct parker *p, const struct timespec *deadline)
 {
-    /* BEGIN STUDENT: take the token if it is there; else (deadline == &park_poll: return false, a zero timeout never sleeps) sleep until NOTIFIED or the deadline (docs/02-block-on.md#the-token) */
+    /* BEGIN STUDENT: parker.h contracts 1, 2, 5 and 6: where is an unpark that came before this park kept, what does a return of the wait prove, and what does a zero timeout (deadline == &park_poll) do? (docs/02-block-on.md#the-token) */
     int expected = PARKER_NOTIFIED;
     /* The fast path: a token is already stored, take it without the lock.
      * acquire: pairs with the release exchange in parker_unpark, so whatever
@@ -210,7 +210,7 @@ bool parker_park_timeout(struct parker *p, uint64_t timeout_ns)
 
 void parker_unpark(struct parker *p)
 {
-    /* BEGIN STUDENT: store the token; if the owner was asleep, wake it without falling into its gap (docs/02-block-on.md#the-token) */
+    /* BEGIN STUDENT: parker.h contracts 1 and 4: the owner may be between its look at the state and its sleep; how does this unpark avoid being lost there? (docs/02-block-on.md#the-token) */
     /* Always write NOTIFIED, whatever was there: a second unpark is the same
      * token. release: pairs with the acquire by which park takes the token,
      * so everything this thread did before unparking (completing a signal,

@@ -53,7 +53,7 @@ static inline struct executor *executor_of(struct scheduler *s) { return (struct
 static void executor_schedule(struct scheduler *s, struct task *t, enum schedule_reason why)
 {
     (void)why; /* one queue, FIFO, whatever the reason */
-    /* BEGIN STUDENT: on the executor's own thread (inside run): the local end; elsewhere: the remote end, then unpark the driver (docs/03-executor.md#the-ready-queue) */
+    /* BEGIN STUDENT: executor.h contract 2: which thread is queuing this task, and what must happen for an executor parked on its driver to notice it? (docs/03-executor.md#the-ready-queue) */
     struct executor *ex = executor_of(s);
     if (current == ex) {
         ready_queue_push_local(&ex->queue, t); /* the queue reference moves in */
@@ -141,7 +141,7 @@ void executor_free(struct executor *ex)
         fputs("executor_free: called from inside a task (free the executor after run returns)\n", stderr);
         abort();
     }
-    /* BEGIN STUDENT: refuse new spawns; shut down every owned task (each leaves the list as it completes); give back every queue entry; then the parker and the memory (docs/03-executor.md#freeing-the-executor) */
+    /* BEGIN STUDENT: executor.h contract 5: where can a task still be when the executor goes (queued at either end, pending, holding its own waker), and who gives back each of its references? (docs/03-executor.md#freeing-the-executor) */
     ex->closing = true;
     /* Dropping a future may wake other tasks (onto the queue, drained below)
      * or drop their join handles; it cannot add tasks (closing). */
@@ -161,7 +161,7 @@ void executor_free(struct executor *ex)
 struct join_handle *executor_spawn(struct executor *ex, struct future fut,
                                    task_output_drop_fn drop_output)
 {
-    /* BEGIN STUDENT: task_new; link it into the owned list (its list reference); queue it (its queue reference) (docs/03-executor.md#spawning) */
+    /* BEGIN STUDENT: which references does a new task start with, and where must each of them be held? (docs/03-executor.md#spawning) */
     if (ex->closing)
         return NULL;
     struct join_handle *jh;
@@ -188,7 +188,7 @@ struct join_handle *executor_spawn(struct executor *ex, struct future fut,
  * first: while tasks wait on timers or other threads, that answers at once. */
 static inline bool any_outside_waker(struct executor *ex)
 {
-    /* BEGIN STUDENT: the witness first; else every owned task; remember the one that says yes (docs/03-executor.md#deadlock) */
+    /* BEGIN STUDENT: executor.h contract 4: which task proves that the executor can still make progress, and how do you find it without looking at every task every time? (docs/03-executor.md#deadlock) */
     if (ex->witness && task_has_outside_waker(ex->witness))
         return true;
     for (struct task *t = ex->owned; t; t = t->owned_next) {
@@ -215,7 +215,7 @@ static enum executor_status run_loop(struct executor *ex, enum run_mode mode, st
     current = ex;
     trace_thread_name("executor"); /* empty unless built with -DLAB_TRACE (trace.h) */
     enum executor_status st;
-    /* BEGIN STUDENT: pop and run (budget reset before each poll); every EXECUTOR_DRIVER_INTERVAL polls, poll the driver with a zero timeout; with nothing ready: done, idle, deadlocked, or park on the driver (docs/03-executor.md#the-run-loop, #the-driver-tick) */
+    /* BEGIN STUDENT: executor.h contracts 1, 2, 4 and 6: what does the loop do when a task is ready, when none is, and how do timers and I/O get a turn beside a task that is always ready? (docs/03-executor.md#the-run-loop, #the-driver-tick) */
     for (;;) {
         struct task *t = ready_queue_pop(&ex->queue);
         if (t) {

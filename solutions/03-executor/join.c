@@ -47,7 +47,7 @@ static inline bool join_waker_is(struct task *t, const struct waker *w)
 /* COMPLETE is set and we saw it: the output is ours (rule 5). */
 static inline enum poll take_output(struct task *t, void *out, enum join_status *status)
 {
-    /* BEGIN STUDENT: OUTPUT: move it to out (or drop it when out is NULL), mark it consumed; CANCELLED: say so (docs/03-executor.md#the-join-handle-and-its-waker) */
+    /* BEGIN STUDENT: join.h rules 5 and 6: the output leaves the task exactly once; what does the joiner get, and what does a cancelled task give it instead? (docs/03-executor.md#the-join-handle-and-its-waker) */
     switch (t->stage) {
     case TASK_STAGE_OUTPUT:
         if (out)
@@ -72,7 +72,7 @@ static inline enum poll take_output(struct task *t, void *out, enum join_status 
  * 1-3). Returns true when the task turned out to be complete instead. */
 static inline bool register_join_waker(struct task *t, const struct waker *w)
 {
-    /* BEGIN STUDENT: COMPLETE: return true, the slot may hold a waker already woken (rule 4); rule 3 (same waker: done; else clear JOIN_WAKER unless COMPLETE, drop the old), rule 1 (write the slot), rule 2 (set JOIN_WAKER unless COMPLETE) (docs/03-executor.md#the-join-handle-and-its-waker) */
+    /* BEGIN STUDENT: join.h rules 1 to 4: the completer may be reading the slot right now; which bit says whose the slot is, and what must every write to the slot look at first? (docs/03-executor.md#the-join-handle-and-its-waker) */
     uint64_t cur = task_state_load(&t->state);
     /* Complete since the caller looked: the completing thread may already
      * have woken our old waker and cleared JOIN_WAKER, leaving that waker in
@@ -102,7 +102,7 @@ static inline bool register_join_waker(struct task *t, const struct waker *w)
 enum poll join_handle_poll(struct join_handle *jh, struct context *cx, void *out,
                            enum join_status *status)
 {
-    /* BEGIN STUDENT: COMPLETE: take the output; else register cx's waker (unless cx is NULL) and say Pending, unless the task completed meanwhile (docs/03-executor.md#the-join-handle-and-its-waker) */
+    /* BEGIN STUDENT: join.h rules 2 and 4: what if the task completes between your look at COMPLETE and your registration? (docs/03-executor.md#the-join-handle-and-its-waker) */
     struct task *t = task_of(jh);
     /* acquire: pairs with the completing CAS (release), which published the output */
     if (task_state_load(&t->state) & TASK_COMPLETE)
@@ -124,7 +124,7 @@ bool join_handle_is_finished(const struct join_handle *jh)
 
 void join_handle_abort(struct join_handle *jh)
 {
-    /* BEGIN STUDENT: the abort transition (rows 11-11''): an idle task is queued, so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort) */
+    /* BEGIN STUDENT: abort (rows 11 to 11''): only the task's own scheduler may drop its future; what must abort do about a task that nobody is going to poll? (docs/03-executor.md#abort) */
     struct task *t = task_of(jh);
     if (task_state_to_notified_and_cancelled(&t->state) == TASK_NOTIFY_SCHEDULE)
         t->scheduler->vtable->schedule(t->scheduler, t, SCHEDULE_WAKE);
@@ -135,7 +135,7 @@ void join_handle_abort(struct join_handle *jh)
 
 void join_handle_drop(struct join_handle *jh)
 {
-    /* BEGIN STUDENT: not complete: take the waker back (rule 3), then clear JOIN_INTEREST and -1 in one CAS; complete: clear JOIN_INTEREST, drop the output (rule 6) and the waker if the slot is ours, then -1 (docs/03-executor.md#the-join-handle-and-its-waker) */
+    /* BEGIN STUDENT: join.h rules 3, 5 and 6: when the handle goes, complete or not, who drops the output and the join waker, and which references go with them? (docs/03-executor.md#the-join-handle-and-its-waker) */
     struct task *t = task_of(jh);
     uint64_t cur = task_state_load(&t->state);
 

@@ -33,7 +33,7 @@ void ready_queue_push_local(struct ready_queue *q, struct task *t)
 
 void ready_queue_push_remote(struct ready_queue *q, struct task *t)
 {
-    /* BEGIN STUDENT: push onto the remote stack with a CAS loop; release, so the owner sees t->queue_next (docs/03-executor.md#the-ready-queue) */
+    /* BEGIN STUDENT: ready_queue.h: the owner reads t->queue_next after it takes the stack; what orders this thread's write of it before that read? (docs/03-executor.md#the-ready-queue) */
     /* relaxed: only a guess at the top; the CAS below checks it */
     struct task *top = atomic_load_explicit(&q->remote, memory_order_relaxed);
     do {
@@ -47,7 +47,7 @@ void ready_queue_push_remote(struct ready_queue *q, struct task *t)
 /* Moves the whole remote stack, oldest first, to the end of the local list. */
 static inline void take_remote(struct ready_queue *q)
 {
-    /* BEGIN STUDENT: one exchange takes the stack; reverse it; append it (docs/03-executor.md#the-ready-queue) */
+    /* BEGIN STUDENT: the remote stack is newest first; how do you take all of it at once and keep the order in which the wakes happened? (docs/03-executor.md#the-ready-queue) */
     /* relaxed: a cheap look first; an empty stack needs no read-modify-write */
     if (atomic_load_explicit(&q->remote, memory_order_relaxed) == NULL)
         return;
@@ -77,7 +77,7 @@ static inline void take_remote(struct ready_queue *q)
 
 struct task *ready_queue_pop(struct ready_queue *q)
 {
-    /* BEGIN STUDENT: local first; take the remote stack when local is empty, and every READY_QUEUE_REMOTE_INTERVAL pops (docs/03-executor.md#the-ready-queue) */
+    /* BEGIN STUDENT: executor.h contract 1: while a task that is always ready keeps the local end busy, when does a wake from another thread get its turn? (docs/03-executor.md#the-ready-queue) */
     if (!q->head || ++q->ticks >= READY_QUEUE_REMOTE_INTERVAL) {
         q->ticks = 0;
         take_remote(q);

@@ -61,7 +61,7 @@ struct task *task_new(struct scheduler *s, struct future fut, task_output_drop_f
     if (output_offset > UINT32_MAX || total < output_offset)
         return NULL; /* a future of gigabytes: refuse, like an allocation that fails */
 
-    /* BEGIN STUDENT: ONE allocation (aligned when the future needs more than malloc gives), the header, the future copied in, three references (docs/03-executor.md#one-allocation) */
+    /* BEGIN STUDENT: task.h: how many allocations may a task cost, where does the future go so that its alignment holds, and how many references does the task start with? (docs/03-executor.md#one-allocation) */
     struct task *t;
     if (falign <= alignof(max_align_t))
         t = malloc(total);
@@ -122,7 +122,7 @@ void task_drop_reference(struct task *t)
  * entry's). */
 static inline void wake_by_ref(struct task *t)
 {
-    /* BEGIN STUDENT: the transition (rows 7-7'''), then schedule when it says so (docs/03-executor.md#the-transition-table) */
+    /* BEGIN STUDENT: task.h contract 3 (rows 7 to 7'''): when does a wake by reference create a queue entry, and whose reference does that entry hold? (docs/03-executor.md#the-transition-table) */
     if (task_state_to_notified_by_ref(&t->state) == TASK_NOTIFY_SCHEDULE)
         schedule(t, SCHEDULE_WAKE);
     /* END STUDENT */
@@ -133,7 +133,7 @@ static inline void wake_by_ref(struct task *t)
  * task, the caller's reference becomes the queue entry's: no count changes. */
 static inline void wake_by_val(struct task *t, uint64_t joining)
 {
-    /* BEGIN STUDENT: the transition (rows 8-8'), then schedule or free as it says (docs/03-executor.md#the-transition-table) */
+    /* BEGIN STUDENT: task.h contract 3 (rows 8 to 8'): this waker's reference is consumed; when does it become the queue entry's, and when is it given back? (docs/03-executor.md#the-transition-table) */
     switch (task_state_to_notified_by_val(&t->state, joining)) {
     case TASK_NOTIFY_SCHEDULE:
         schedule(t, SCHEDULE_WAKE); /* the waker's reference is the queue entry's now */
@@ -273,7 +273,7 @@ struct task *task_of_waker(const struct waker *w, const struct scheduler *s)
  * task_state_to_complete says which of those are left after COMPLETE. */
 static inline void complete(struct task *t, uint64_t refs)
 {
-    /* BEGIN STUDENT: release hook; drop the output first when JOIN_INTEREST is already clear; the transition; then what it says: the late output (rule 5 of join.h), the join waker (rule 4), the references (docs/03-executor.md#completing) */
+    /* BEGIN STUDENT: task.h contract 4, join.h rules 4 and 5: at completion, who may still want the output and the join waker, and who frees the task when this transition gives back the last references? (docs/03-executor.md#completing) */
     /* Out of the scheduler's list first: its reference is then ours to give
      * back, with the poller's. */
     t->scheduler->vtable->release(t->scheduler, t);
@@ -328,7 +328,7 @@ static inline void cancel(struct task *t, uint64_t refs)
 
 void task_run(struct task *t)
 {
-    /* BEGIN STUDENT: to running (a stale entry only gives its reference back); poll with a waker that borrows our reference; Ready: complete; Pending: to idle, then requeue or cancel as it says (docs/03-executor.md#running-a-task) */
+    /* BEGIN STUDENT: task.h contracts 1 and 2 (rows 2 to 5): what may a wake or an abort do while the poll runs, and what must the poller do about it when the poll returns? (docs/03-executor.md#running-a-task) */
     switch (task_state_to_running(&t->state)) {
     case TASK_RUN_FREE:
         task_free(t); /* a stale entry held the last reference */
@@ -370,7 +370,7 @@ void task_run(struct task *t)
 
 void task_shutdown(struct task *t)
 {
-    /* BEGIN STUDENT: the shutdown transition (RUNNING and CANCELLED, NOTIFIED kept), then cancel (docs/03-executor.md#freeing-the-executor) */
+    /* BEGIN STUDENT: row 17: nobody will poll this task again; how does shutdown keep a poll from starting and drop the future exactly once? (docs/03-executor.md#freeing-the-executor) */
     if (task_state_to_shutdown(&t->state) == TASK_SHUTDOWN_REFUSED)
         die("task_shutdown on a task that is complete or being polled");
     cancel(t, 0);
@@ -381,7 +381,7 @@ void task_shutdown(struct task *t)
 
 bool task_has_outside_waker(const struct task *t)
 {
-    /* BEGIN STUDENT: one snapshot; subtract the references the scheduler can account for (docs/03-executor.md#deadlock) */
+    /* BEGIN STUDENT: executor.h contract 4: which of the task's references can the scheduler account for, and why decide from one snapshot of the word? (docs/03-executor.md#deadlock) */
     /* acquire: a wake that queued the task is seen with what it wrote */
     uint64_t s = task_state_load(&t->state);
     if (s & (TASK_NOTIFIED | TASK_RUNNING))

@@ -77,7 +77,7 @@ enum task_ref_step task_state_ref_dec(_Atomic uint64_t *state, uint64_t refs, ui
 
 enum task_notify_step task_state_to_notified_by_ref(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: idle -> NOTIFIED with +1 (schedule); RUNNING -> NOTIFIED only; already NOTIFIED: the same value, written; COMPLETE or CANCELLED -> nothing (docs/03-executor.md#the-transition-table) */
+    /* BEGIN STUDENT: rows 7 to 7''': for each state the word can be in, what does a wake by reference write, and does it create a queue entry? (docs/03-executor.md#the-transition-table) */
     uint64_t cur = task_state_load(state);
     enum task_notify_step step;
     for (;;) {
@@ -103,7 +103,7 @@ enum task_notify_step task_state_to_notified_by_ref(_Atomic uint64_t *state)
 
 enum task_notify_step task_state_to_notified_by_val(_Atomic uint64_t *state, uint64_t joining)
 {
-    /* BEGIN STUDENT: like by_ref, but the caller's reference is consumed: it becomes the queue entry's, or is given back (docs/03-executor.md#the-transition-table) */
+    /* BEGIN STUDENT: rows 8 to 8': the caller's reference is consumed; in which states does it become the queue entry's? (docs/03-executor.md#the-transition-table) */
     uint64_t cur = task_state_load(state);
     uint64_t mine = TASK_REF_ONE + joining * TASK_JOINING_ONE;
     enum task_notify_step step;
@@ -130,7 +130,7 @@ enum task_notify_step task_state_to_notified_by_val(_Atomic uint64_t *state, uin
 
 enum task_notify_step task_state_to_notified_and_cancelled(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: set CANCELLED; an idle task must also be queued (NOTIFIED, +1) so that its own scheduler drops the future; a running or queued one will see the flag (docs/03-executor.md#abort) */
+    /* BEGIN STUDENT: rows 11 to 11'': who drops the future of an idle task that nobody will poll, and how does it learn that it must? (docs/03-executor.md#abort) */
     uint64_t cur = task_state_load(state);
     enum task_notify_step step;
     for (;;) {
@@ -154,7 +154,7 @@ enum task_notify_step task_state_to_notified_and_cancelled(_Atomic uint64_t *sta
 
 enum task_run_step task_state_to_running(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: NOTIFIED -> RUNNING, clearing NOTIFIED (a wake from now on sets it again); a stale entry (COMPLETE or RUNNING) gives its reference back instead (docs/03-executor.md#running-a-task) */
+    /* BEGIN STUDENT: row 2: what may a queue entry find in the word when it is run, and what if the task completed, or is being polled already? (docs/03-executor.md#running-a-task) */
     uint64_t cur = task_state_load(state);
     for (;;) {
         if (cur & (TASK_COMPLETE | TASK_RUNNING)) {
@@ -175,7 +175,7 @@ enum task_run_step task_state_to_running(_Atomic uint64_t *state)
 
 enum task_idle_step task_state_to_idle(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: CANCELLED: write nothing, keep RUNNING; NOTIFIED: clear RUNNING, our reference becomes the queue entry's; else clear RUNNING and -1 (docs/03-executor.md#running-a-task) */
+    /* BEGIN STUDENT: rows 3 to 5: a wake or an abort may have come during the poll; for each case, what becomes of the poller's reference? (docs/03-executor.md#running-a-task) */
     uint64_t cur = task_state_load(state);
     for (;;) {
         uint64_t next;
@@ -197,7 +197,7 @@ enum task_idle_step task_state_to_idle(_Atomic uint64_t *state)
 
 enum task_shutdown_step task_state_to_shutdown(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: set RUNNING and CANCELLED (leave NOTIFIED: its queue entry is still out there); refuse a task that is complete or being polled (docs/03-executor.md#freeing-the-executor) */
+    /* BEGIN STUDENT: row 17: which states may executor_free shut down, and what must it leave of a task that is still queued? (docs/03-executor.md#freeing-the-executor) */
     uint64_t cur = task_state_load(state);
     for (;;) {
         if (cur & (TASK_COMPLETE | TASK_RUNNING))
@@ -218,7 +218,7 @@ enum task_shutdown_step task_state_to_shutdown(_Atomic uint64_t *state)
  * work is done (tokio/src/runtime/task/state.rs). */
 enum task_complete_step task_state_to_complete(_Atomic uint64_t *state, uint64_t refs, bool output_done)
 {
-    /* BEGIN STUDENT: RUNNING -> COMPLETE in one CAS, with the references when nothing is left to do (no join waker set, no output that could still be ours) (docs/03-executor.md#completing) */
+    /* BEGIN STUDENT: row 6: when can the COMPLETE transition also give back the poller's and the list's references, and when must it leave them for later? (docs/03-executor.md#completing) */
     uint64_t cur = task_state_load(state);
     for (;;) {
         uint64_t next = (cur & ~TASK_RUNNING) | TASK_COMPLETE;
@@ -242,7 +242,7 @@ enum task_complete_step task_state_to_complete(_Atomic uint64_t *state, uint64_t
 
 enum task_join_waker_step task_state_unset_join_waker_after_complete(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: clear JOIN_WAKER; the waker is ours to drop when JOIN_INTEREST is gone (docs/03-executor.md#completing) */
+    /* BEGIN STUDENT: row 14: the completer is done with the join waker; is it still the completer's to drop? (docs/03-executor.md#completing) */
     uint64_t cur = task_state_load(state);
     for (;;) {
         if (state_cas(state, &cur, cur & ~TASK_JOIN_WAKER))
@@ -255,7 +255,7 @@ enum task_join_waker_step task_state_unset_join_waker_after_complete(_Atomic uin
 
 enum task_join_step task_state_set_join_waker(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: rule 2: set JOIN_WAKER unless COMPLETE (docs/03-executor.md#the-join-handle-and-its-waker) */
+    /* BEGIN STUDENT: join.h rule 2: may the handle publish its waker once the task is COMPLETE? (docs/03-executor.md#the-join-handle-and-its-waker) */
     /* release (in the acq_rel): the completing thread's acquire CAS then sees
      * the waker the join handle wrote before */
     uint64_t cur = task_state_load(state);
@@ -270,7 +270,7 @@ enum task_join_step task_state_set_join_waker(_Atomic uint64_t *state)
 
 enum task_join_step task_state_unset_join_waker(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: rule 3: clear JOIN_WAKER unless COMPLETE (docs/03-executor.md#the-join-handle-and-its-waker) */
+    /* BEGIN STUDENT: join.h rule 3: may the handle take its waker back once the task is COMPLETE? (docs/03-executor.md#the-join-handle-and-its-waker) */
     uint64_t cur = task_state_load(state);
     for (;;) {
         if (cur & TASK_COMPLETE)
@@ -283,7 +283,7 @@ enum task_join_step task_state_unset_join_waker(_Atomic uint64_t *state)
 
 enum task_join_drop_step task_state_to_join_handle_dropped(_Atomic uint64_t *state)
 {
-    /* BEGIN STUDENT: complete: clear JOIN_INTEREST only (the output is the handle's); else clear it and -1 in one CAS (docs/03-executor.md#the-join-handle-and-its-waker) */
+    /* BEGIN STUDENT: join.h rules 5 and 6: when the handle goes, is the output its to drop, and which references go with it? (docs/03-executor.md#the-join-handle-and-its-waker) */
     uint64_t cur = task_state_load(state);
     for (;;) {
         if (cur & TASK_COMPLETE) {

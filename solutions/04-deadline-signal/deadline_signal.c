@@ -174,7 +174,7 @@ int deadline_signal_new(void (*drop_value)(void *value), struct deadline_signal 
 
 enum deadline_signal_status deadline_signal_complete(struct deadline_signal *producer, void *value)
 {
-    /* BEGIN STUDENT: in one lock hold: lose (and say to whom) when anything was decided, refuse when the future is gone, otherwise store the value, become COMPLETED and take the waker out; wake it after unlocking (docs/04-deadline-signal.md#deciding) */
+    /* BEGIN STUDENT: contracts 4 and 5: the timer may be deciding at this very moment; what must this call look at and change in one hold so that exactly one of you wins, what does the loser learn, and where is the waker woken? (docs/04-deadline-signal.md#deciding) */
     struct deadline_signal_shared *s = producer->shared;
 
     pthread_mutex_lock(&s->lock);
@@ -202,7 +202,7 @@ enum deadline_signal_status deadline_signal_complete(struct deadline_signal *pro
 
 enum deadline_signal_status deadline_signal_expire(struct deadline_signal_timer *timer)
 {
-    /* BEGIN STUDENT: the same race from the timer's side: lose when anything was decided, refuse when the future is gone, otherwise become EXPIRED and take the waker out; wake it after unlocking (docs/04-deadline-signal.md#deciding) */
+    /* BEGIN STUDENT: contracts 4 and 5, from the timer's side: what does an expiry that comes second answer, and what does one that wins change? (docs/04-deadline-signal.md#deciding) */
     struct deadline_signal_shared *s = timer->shared;
 
     pthread_mutex_lock(&s->lock);
@@ -227,7 +227,7 @@ enum deadline_signal_status deadline_signal_expire(struct deadline_signal_timer 
 
 void deadline_signal_drop(struct deadline_signal *producer)
 {
-    /* BEGIN STUDENT: if nothing was decided, expire and take the waker out (no value can come now); give up the producer's reference, wake after unlocking; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-producer-and-the-timer) */
+    /* BEGIN STUDENT: contracts 9 and 10: a producer that leaves without a value decides something; what, who must learn it, and who frees the state? (docs/04-deadline-signal.md#dropping-the-producer-and-the-timer) */
     struct deadline_signal_shared *s = producer->shared;
     struct waker to_wake = WAKER_NONE;
 
@@ -245,7 +245,7 @@ void deadline_signal_drop(struct deadline_signal *producer)
 
 void deadline_signal_timer_drop(struct deadline_signal_timer *timer)
 {
-    /* BEGIN STUDENT: decide nothing; give up the timer's reference; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-producer-and-the-timer) */
+    /* BEGIN STUDENT: contracts 9 and 10: what does a timer that leaves decide, and what does it still owe the others? (docs/04-deadline-signal.md#dropping-the-producer-and-the-timer) */
     struct deadline_signal_shared *s = timer->shared;
 
     pthread_mutex_lock(&s->lock);
@@ -257,7 +257,7 @@ void deadline_signal_timer_drop(struct deadline_signal_timer *timer)
 enum poll deadline_signal_future_poll(struct deadline_signal_future *future, struct context *cx,
                                       struct deadline_signal_output *out)
 {
-    /* BEGIN STUDENT: in one hold of the lock: deliver a decided outcome once (then CONSUMED), answer CONSUMED after that, or register the latest waker with waker_clone_from and return Pending (docs/04-deadline-signal.md#polling) */
+    /* BEGIN STUDENT: contracts 1 to 3 and 7: what must be true when this returns Pending, what may a poll after delivery touch, and what could fall between your look and your registration? (docs/04-deadline-signal.md#polling) */
     struct deadline_signal_shared *s = future->shared;
 
     pthread_mutex_lock(&s->lock);
@@ -290,7 +290,7 @@ enum poll deadline_signal_future_poll(struct deadline_signal_future *future, str
 
 void deadline_signal_future_drop(struct deadline_signal_future *future)
 {
-    /* BEGIN STUDENT: stop listening, take out the stored waker and drop it after unlocking, give up the future's reference; the last handle frees the state (docs/04-deadline-signal.md#dropping-the-future) */
+    /* BEGIN STUDENT: contract 8: once the future is gone, who still needs its waker, and what must a later decider answer? (docs/04-deadline-signal.md#dropping-the-future) */
     struct deadline_signal_shared *s = future->shared;
 
     pthread_mutex_lock(&s->lock);

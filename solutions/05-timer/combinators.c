@@ -11,7 +11,7 @@ struct join2 join2_new(struct future a, void *a_out, struct future b, void *b_ou
 
 enum poll join2_poll(struct join2 *j, struct context *cx)
 {
-    /* BEGIN STUDENT: poll each child that is not done; drop it once Ready; Ready when both are (docs/05-timer.md#join-and-select) */
+    /* BEGIN STUDENT: combinators.h: a child that is Ready is never polled again; when is join Ready? (docs/05-timer.md#join-and-select) */
     for (int i = 0; i < 2; i++) {
         if (j->done[i])
             continue;
@@ -56,7 +56,7 @@ struct select2 select2_new(struct future a, void *a_out, struct future b, void *
 
 enum poll select2_poll(struct select2 *s, struct context *cx, int *winner)
 {
-    /* BEGIN STUDENT: poll a, then b; the first Ready wins; drop both (the loser at once: cancellation by drop) (docs/05-timer.md#join-and-select) */
+    /* BEGIN STUDENT: combinators.h: when one child wins, what becomes of the other, and when? (docs/05-timer.md#join-and-select) */
     if (s->winner < 0) {
         for (int i = 0; i < 2; i++) {
             if (future_poll(s->child[i], cx, s->out[i]) == POLL_READY) {
@@ -115,7 +115,7 @@ struct timeout timeout_new(struct future inner, void *inner_out, struct time_dri
 
 enum poll timeout_poll(struct timeout *t, struct context *cx, enum timeout_result *res)
 {
-    /* BEGIN STUDENT: at the first poll (the state no longer moves) build select2(inner, sleep); its winner is the answer (docs/05-timer.md#timeout) */
+    /* BEGIN STUDENT: combinators.h: a timeout is a race you have already written; between which two futures, and which should win a tie? (docs/05-timer.md#timeout) */
     if (!t->started) {
         t->race = select2_new(t->inner, t->inner_out, sleep_future(&t->sleep), NULL);
         t->started = true;

@@ -17,14 +17,14 @@ struct sleep sleep_for(struct time_driver *td, uint64_t duration_ns)
 
 enum poll sleep_poll(struct sleep *s, struct context *cx)
 {
-    /* BEGIN STUDENT: one call to the time driver decides, registers and stores the waker (docs/05-timer.md#sleep) */
+    /* BEGIN STUDENT: sleep.h contracts 1 and 2: who decides whether the deadline has passed, and who holds the waker until it does? (docs/05-timer.md#sleep) */
     return time_timer_poll(s->td, &s->timer, s->deadline_ns, cx->waker) ? POLL_READY : POLL_PENDING;
     /* END STUDENT */
 }
 
 void sleep_drop(struct sleep *s)
 {
-    /* BEGIN STUDENT: cancellation by drop: out of the wheel now, waker released (docs/05-timer.md#sleep) */
+    /* BEGIN STUDENT: sleep.h contract 3: after this drop, what may the wheel and the driver still hold of the sleep? (docs/05-timer.md#sleep) */
     time_timer_cancel(s->td, &s->timer);
     /* END STUDENT */
 }

@@ -51,7 +51,7 @@ static void td_fire(struct timer_entry *e, void *arg)
 
 static bool td_park(void *self, int64_t timeout_ns)
 {
-    /* BEGIN STUDENT: park the inner driver until min(timeout, next expiration); then advance the wheel and wake the fired timers' wakers outside the lock, a batch at a time (docs/05-timer.md#the-time-driver) */
+    /* BEGIN STUDENT: time_driver.h contracts 1, 2 and 5: how long may this thread sleep, what fires when it wakes (after a zero timeout too), and what must never happen while the lock is held? (docs/05-timer.md#the-time-driver) */
     struct time_driver *td = self;
     uint64_t now = driver_now(td->inner);
     pthread_mutex_lock(&td->lock);
@@ -170,7 +170,7 @@ void time_timer_init(struct time_timer *t)
 bool time_timer_poll(struct time_driver *td, struct time_timer *t, uint64_t deadline_ns,
                      const struct waker *waker)
 {
-    /* BEGIN STUDENT: under the lock: fired or due means done; else store the waker, register once, and unpark if the parked thread sleeps past this deadline (docs/05-timer.md#sleep) */
+    /* BEGIN STUDENT: time_driver.h contract 3: this timer may be earlier than the parked thread means to wake; how does that thread find out, and what is read and written under the lock? (docs/05-timer.md#sleep) */
     uint64_t now = driver_now(td->inner);
     bool unpark = false;
     pthread_mutex_lock(&td->lock);
@@ -201,7 +201,7 @@ bool time_timer_poll(struct time_driver *td, struct time_timer *t, uint64_t dead
 
 void time_timer_cancel(struct time_driver *td, struct time_timer *t)
 {
-    /* BEGIN STUDENT: out of the wheel at once, under the lock; drop the waker after unlocking (docs/05-timer.md#sleep) */
+    /* BEGIN STUDENT: sleep.h contract 3, cancellation by drop: what must be gone from the wheel, which reference must be given back, and on which side of the unlock? (docs/05-timer.md#sleep) */
     pthread_mutex_lock(&td->lock);
     timer_wheel_cancel(td->wheel, &t->entry);
     struct waker old = waker_take(&t->waker);

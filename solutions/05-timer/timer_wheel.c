@@ -204,7 +204,7 @@ void timer_wheel_free(struct timer_wheel *w)
 
 void timer_wheel_insert(struct timer_wheel *w, struct timer_entry *e, uint64_t deadline_ns)
 {
-    /* BEGIN STUDENT: round the deadline up to a tick; pick the level and slot; link it; set the bit (docs/05-timer.md#inserting) */
+    /* BEGIN STUDENT: timer_wheel.h contracts 1, 4, 6, 7 and 9: which way does a deadline round, which level and slot does it belong to from the wheel's time, and what if it is armed already, due already or beyond the range? (docs/05-timer.md#inserting) */
     if (e->armed)
         take(w, e);
     else
@@ -217,7 +217,7 @@ void timer_wheel_insert(struct timer_wheel *w, struct timer_entry *e, uint64_t d
 
 bool timer_wheel_cancel(struct timer_wheel *w, struct timer_entry *e)
 {
-    /* BEGIN STUDENT: unlink it, and clear the slot's bit if the slot became empty (docs/05-timer.md#cancelling) */
+    /* BEGIN STUDENT: timer_wheel.h contracts 4 and 8: what must stay true of the slot's bit once the entry leaves, and what does cancelling an entry that is not armed do? (docs/05-timer.md#cancelling) */
     if (!e->armed)
         return false;
     take(w, e);
@@ -229,7 +229,7 @@ bool timer_wheel_cancel(struct timer_wheel *w, struct timer_entry *e)
 
 size_t timer_wheel_advance(struct timer_wheel *w, uint64_t now_ns, size_t limit)
 {
-    /* BEGIN STUDENT: fire what was due; then slot by slot up to now: detach, fire the due, cascade the rest (docs/05-timer.md#advancing-and-cascading) */
+    /* BEGIN STUDENT: timer_wheel.h contracts 1, 2, 3 and 7: when a slot above level 0 comes due, are its timers due? And what may a fire callback do to the list you are walking? (docs/05-timer.md#advancing-and-cascading) */
     uint64_t now = ticks_down(w, now_ns);
     size_t fired = 0;
     /* what was inserted already due goes first; what callbacks insert due
@@ -272,7 +272,7 @@ size_t timer_wheel_advance(struct timer_wheel *w, uint64_t now_ns, size_t limit)
 
 uint64_t timer_wheel_next_expiration(const struct timer_wheel *w)
 {
-    /* BEGIN STUDENT: due or firing entries: now; else the first non-empty level's next occupied slot, from its bitmap (docs/05-timer.md#the-next-expiration) */
+    /* BEGIN STUDENT: timer_wheel.h contract 5: never after the earliest deadline's tick, in O(levels): which level holds the earliest slot, and how do you find it without reading an entry? (docs/05-timer.md#the-next-expiration) */
     if (!list_empty(&w->due) || !list_empty(&w->firing))
         return w->origin_ns + w->elapsed * TIMER_WHEEL_TICK_NS;
     int level, slot;

@@ -49,7 +49,7 @@ static int timeout_ms(int64_t ns)
 
 static bool io_park(void *self, int64_t timeout_ns)
 {
-    /* BEGIN STUDENT: a token there: consume it, return true; else PARKED, epoll_wait, EMPTY again (a NOTIFIED found then is the token), dispatch, and drain the eventfd if its token came (docs/06-reactor.md#the-io-driver) */
+    /* BEGIN STUDENT: io_driver.h contracts 1, 2 and 4: when may park return without asking the kernel, and when must it ask anyway (park(0))? What may it never drop of what epoll_wait returned? (docs/06-reactor.md#the-io-driver, #ready-io-beside-busy-tasks) */
     struct io_driver *d = self;
     bool token;
     if (timeout_ns == 0) {
@@ -98,7 +98,7 @@ static bool io_park(void *self, int64_t timeout_ns)
 
 static void io_unpark(void *self)
 {
-    /* BEGIN STUDENT: swap NOTIFIED in; if the owner was PARKED, write the eventfd (docs/06-reactor.md#the-io-driver) */
+    /* BEGIN STUDENT: io_driver.h contract 1: the owner may be in epoll_wait with no timeout, or about to be; how does this unpark reach it, and when can it skip the syscall? (docs/06-reactor.md#the-io-driver) */
     struct io_driver *d = self;
     /* acq_rel: release pairs with park's acquire; acquire orders the write after the swap */
     if (atomic_exchange_explicit(&d->state, NOTIFIED, memory_order_acq_rel) == PARKED) {

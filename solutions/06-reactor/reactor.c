@@ -146,7 +146,7 @@ int reactor_epoll_fd(struct reactor *r) { return r->epfd; }
 
 int reactor_register(struct reactor *r, int fd, struct io_reg **out)
 {
-    /* BEGIN STUDENT: take a slot (free list first, else a new one, a new page when needed) and make it live under the lock; then EPOLL_CTL_ADD with the slot's token, edge-triggered; undo on failure (docs/06-reactor.md#the-slab-and-the-token) */
+    /* BEGIN STUDENT: reactor.h contracts 1 and 5: which token does the registration get, so that no event meant for an earlier owner of the slot reaches it, and what is undone if epoll refuses? (docs/06-reactor.md#the-slab-and-the-token) */
     pthread_mutex_lock(&r->lock);
     uint32_t index;
     if (r->free_head != NO_SLOT) {
@@ -201,7 +201,7 @@ int reactor_register(struct reactor *r, int fd, struct io_reg **out)
 
 void reactor_deregister(struct reactor *r, struct io_reg *reg)
 {
-    /* BEGIN STUDENT: EPOLL_CTL_DEL first (the caller closes after); then under the lock: not live, next generation, readiness gone, wakers taken, slot on the free list; drop the wakers after unlocking (docs/06-reactor.md#deregister-before-close) */
+    /* BEGIN STUDENT: reactor.h contracts 1 and 5: once this returns, which events may still arrive for the slot, and what must they find there? (docs/06-reactor.md#deregister-before-close) */
     epoll_ctl(r->epfd, EPOLL_CTL_DEL, reg->fd, NULL);
     pthread_mutex_lock(&r->lock);
     reg->live = false;
@@ -224,7 +224,7 @@ void reactor_deregister(struct reactor *r, struct io_reg *reg)
 enum poll reactor_poll_ready(struct io_reg *reg, enum io_direction dir, struct context *cx,
                              struct io_ready *ev)
 {
-    /* BEGIN STUDENT: ready bits of this direction set? that snapshot is the answer; else, under the lock, look again and store the waker (docs/06-reactor.md#poll-ready) */
+    /* BEGIN STUDENT: reactor.h contracts 3 and 4: dispatch may set readiness on another thread between your look and your registration; what closes that window? (docs/06-reactor.md#poll-ready) */
     unsigned mask = dir == IO_READ ? READ_MASK : WRITE_MASK;
     /* acquire: pairs with dispatch's release CAS. Bits and tick come in one
      * load, so they always belong together; the pairing makes whatever the
@@ -252,7 +252,7 @@ enum poll reactor_poll_ready(struct io_reg *reg, enum io_direction dir, struct c
 
 void reactor_clear_ready(struct io_reg *reg, struct io_ready ev)
 {
-    /* BEGIN STUDENT: clear ev's readable/writable bits only while the word still carries ev's tick (one compare-and-swap loop; hang-up and error stay) (docs/06-reactor.md#clearing-readiness-the-tick) */
+    /* BEGIN STUDENT: reactor.h contract 2: an edge may arrive between the syscall's EAGAIN and this clear; which readiness may you clear, and when must you leave it? (docs/06-reactor.md#clearing-readiness-the-tick) */
     uint64_t clear = ev.bits & (IO_READABLE | IO_WRITABLE);
     /* relaxed: the CAS below re-reads whatever a dispatch wrote */
     uint64_t word = atomic_load_explicit(&reg->ready, memory_order_relaxed);
@@ -267,7 +267,7 @@ void reactor_clear_ready(struct io_reg *reg, struct io_ready ev)
 
 void reactor_drop_waker(struct io_reg *reg, enum io_direction dir)
 {
-    /* BEGIN STUDENT: take the direction's waker under the lock, drop it after (docs/06-reactor.md#dropping-a-future-deregisters-at-once) */
+    /* BEGIN STUDENT: tcp.h contract 2: the future is gone; who must stop holding its waker, and on which side of the unlock is it dropped? (docs/06-reactor.md#dropping-a-future-deregisters-at-once) */
     struct reactor *r = reg->r;
     pthread_mutex_lock(&r->lock);
     struct waker w = waker_take(waker_slot(reg, dir));
@@ -278,7 +278,7 @@ void reactor_drop_waker(struct io_reg *reg, enum io_direction dir)
 
 bool reactor_dispatch(struct reactor *r, const struct epoll_event *events, int n)
 {
-    /* BEGIN STUDENT: one turn: a new tick; for each event: the wake token, or a live slot of the token's generation (else stale); set its bits with the tick; take the wakers of the directions it makes ready; wake them all after unlocking, a batch at a time (docs/06-reactor.md#dispatch) */
+    /* BEGIN STUDENT: reactor.h contracts 1 to 3: which events belong to a registration that is gone, how does readiness record which turn set it, and whom does each direction wake, under which lock? (docs/06-reactor.md#dispatch) */
     enum { BATCH = 64 };
     struct waker batch[2 * BATCH];
     bool woken = false;

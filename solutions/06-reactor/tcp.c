@@ -115,7 +115,7 @@ struct tcp_accept tcp_accept(struct tcp_listener *l)
 
 enum poll tcp_accept_poll(struct tcp_accept *a, struct context *cx, struct tcp_stream_result *out)
 {
-    /* BEGIN STUDENT: finish a back-off first; then the loop: readiness, accept4 (non-blocking), EAGAIN clears; out of descriptors: back off on a sleep (or report without a time driver); a new stream otherwise (docs/06-reactor.md#accept-and-emfile) */
+    /* BEGIN STUDENT: tcp.h contracts 1 and 4: when may an accept clear readiness, and what does it do when the process is out of descriptors, so as neither to spin nor to wait for ever? (docs/06-reactor.md#accept-and-emfile) */
     struct tcp_listener *l = a->l;
     if (a->backing_off) {
         if (sleep_poll(&a->backoff, cx) == POLL_PENDING)
@@ -192,7 +192,7 @@ struct tcp_connect tcp_connect(struct reactor *r, const char *ip, uint16_t port)
 
 enum poll tcp_connect_poll(struct tcp_connect *c, struct context *cx, struct tcp_stream_result *out)
 {
-    /* BEGIN STUDENT: first poll: a non-blocking socket, connect (EINPROGRESS is the usual answer), register; then wait for writable and read SO_ERROR; hand the descriptor and its registration over to a stream (docs/06-reactor.md#connect) */
+    /* BEGIN STUDENT: tcp.h: a non-blocking connect does not finish in the call; when is it done, and where is its result? (docs/06-reactor.md#connect) */
     if (c->err) {
         *out = (struct tcp_stream_result){ .err = c->err };
         return POLL_READY;
@@ -271,7 +271,7 @@ struct future tcp_connect_future(struct tcp_connect *c) { return future_of(&conn
 
 enum poll tcp_stream_poll_read(struct tcp_stream *s, struct context *cx, void *buf, size_t len, ssize_t *n)
 {
-    /* BEGIN STUDENT: the loop: readiness, recv, EAGAIN clears and loops; a short read clears too when short reads are on (docs/06-reactor.md#drain-to-eagain) */
+    /* BEGIN STUDENT: tcp.h contracts 1, 3 and 5, reactor.h contract 2: when is readable readiness cleared, and what do a read of 0 and a short read mean? (docs/06-reactor.md#drain-to-eagain) */
     if (!coop_proceed(cx))
         return POLL_PENDING;
     for (;;) {
@@ -301,7 +301,7 @@ enum poll tcp_stream_poll_read(struct tcp_stream *s, struct context *cx, void *b
 enum poll tcp_stream_poll_write(struct tcp_stream *s, struct context *cx, const void *buf, size_t len,
                                 ssize_t *n)
 {
-    /* BEGIN STUDENT: the loop: readiness, send with MSG_NOSIGNAL, EAGAIN clears and loops (docs/06-reactor.md#sigpipe) */
+    /* BEGIN STUDENT: tcp.h contracts 1 and 3: when is writable readiness cleared, where does a partial write resume, and why must a write to a reset peer not kill the process? (docs/06-reactor.md#sigpipe) */
     if (!coop_proceed(cx))
         return POLL_PENDING;
     for (;;) {
@@ -333,7 +333,7 @@ int tcp_stream_shutdown(struct tcp_stream *s)
 
 void tcp_stream_close(struct tcp_stream *s)
 {
-    /* BEGIN STUDENT: deregister, then close, then free (docs/06-reactor.md#deregister-before-close) */
+    /* BEGIN STUDENT: reactor.h contract 5: epoll watches the open file, not the number; in which order must deregistering, closing and freeing come? (docs/06-reactor.md#deregister-before-close) */
     reactor_deregister(s->r, s->reg);
     close(s->fd);
     free(s);

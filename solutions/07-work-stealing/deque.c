@@ -142,7 +142,7 @@ void deque_init(struct deque *d)
 
 bool deque_push(struct deque *d, void *item)
 {
-    /* BEGIN STUDENT: full when bottom - top reaches the capacity; slot (relaxed), release fence, bottom + 1 (docs/07-work-stealing.md#push) */
+    /* BEGIN STUDENT: deque.h contracts 1 and 5: a thief may read the slot as soon as it sees the new bottom; what must it see by then, and when is the ring full? (docs/07-work-stealing.md#push) */
     int64_t b = own_bottom(d);
     /* acquire: pairs with a thief's CAS on top (seq_cst, so release): the
      * thief's read of the slot we may now reuse happened before our write */
@@ -159,7 +159,7 @@ bool deque_push(struct deque *d, void *item)
 
 void *deque_take(struct deque *d)
 {
-    /* BEGIN STUDENT: reserve bottom - 1, the seq_cst fence, then read top: more than one left is ours, the last one is raced for with a CAS on top, none restores bottom (docs/07-work-stealing.md#take) */
+    /* BEGIN STUDENT: deque.h contracts 1 to 3: a thief may be claiming the same last item right now; what must each of you see of the other's write, and who decides who gets the last item? (docs/07-work-stealing.md#take, #why-take-needs-its-fence) */
     int64_t b = own_bottom(d) - 1; /* signed: -1 on an empty deque at 0, never SIZE_MAX */
     bottom_store(d, b);
     /* seq_cst: the store above must be visible before we read top. Pairs
@@ -192,7 +192,7 @@ void *deque_take(struct deque *d)
 
 enum deque_steal deque_steal(struct deque *d, void **out)
 {
-    /* BEGIN STUDENT: top (acquire), seq_cst fence, bottom (acquire); read the slot BEFORE the CAS that moves top by one (docs/07-work-stealing.md#steal) */
+    /* BEGIN STUDENT: deque.h contract 1: the owner and the other thieves race you for the oldest item; when is it yours, and when may you read it? (docs/07-work-stealing.md#steal) */
     /* acquire: pairs with other thieves' CAS on top */
     int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
     thief_fence_seq_cst(d); /* pairs with take's fence (see take) */
@@ -214,7 +214,7 @@ enum deque_steal deque_steal(struct deque *d, void **out)
 
 size_t deque_steal_half(struct deque *d, void **out, size_t max)
 {
-    /* BEGIN STUDENT: count what is there, then that many single steals (each its own CAS), never one CAS moving top by k (docs/07-work-stealing.md#steal-half) */
+    /* BEGIN STUDENT: deque.h contracts 1 and 4: the owner keeps taking while you claim several items; can any item be claimed twice? (docs/07-work-stealing.md#steal-half) */
     int64_t t = atomic_load_explicit(&d->top, memory_order_acquire); /* a snapshot to size the batch */
     int64_t b = thief_bottom(d);
     if (b <= t)

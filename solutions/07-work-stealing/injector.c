@@ -14,7 +14,7 @@ void injector_push_batch(struct injector *q, struct task **ts, size_t n)
 {
     if (n == 0)
         return;
-    /* BEGIN STUDENT: link the batch first, outside the lock; then splice it on at the tail (docs/07-work-stealing.md#the-injector) */
+    /* BEGIN STUDENT: the injector: how much of a batch push needs the lock? (docs/07-work-stealing.md#the-injector) */
     for (size_t i = 0; i + 1 < n; i++)
         ts[i]->queue_next = ts[i + 1];
     ts[n - 1]->queue_next = NULL;

@@ -67,7 +67,7 @@
  * worker is already searching (it will find the work, or wake another). */
 static inline void notify_parked(struct ws_runtime *rt)
 {
-    /* BEGIN STUDENT: one seq_cst RMW to read the state after the push; a searcher or nobody asleep: done; else, under the lock, pop a sleeper, count it unparked and searching, unpark it (docs/07-work-stealing.md#the-idle-protocol) */
+    /* BEGIN STUDENT: runtime.h contract 2: a worker may be announcing its sleep at this very moment; how do this push and that worker agree on who finds the task? (docs/07-work-stealing.md#the-idle-protocol) */
     /* seq_cst RMW (not a load): ordered against the sleeper's announcement,
      * see the top of the file */
     uint64_t s = atomic_fetch_add_explicit(&rt->idle_state, 0, memory_order_seq_cst);
@@ -158,7 +158,7 @@ static inline void park_idle(struct ws_worker *w)
 {
     struct ws_runtime *rt = w->rt;
     test_point(rt, WS_TEST_BEFORE_PARK, w->index);
-    /* BEGIN STUDENT: announce (leave the searching and unparked counts, join the sleepers) with a seq_cst RMW; another worker still awake? park with the watch's timeout (w->watch_ns, doubled up to WS_WATCH_MAX_NS), else for ever; look at every queue again; work: take the announcement back; else park, then count yourself awake (docs/07-work-stealing.md#the-idle-protocol) */
+    /* BEGIN STUDENT: runtime.h contracts 2 and 5: a task may be pushed while this worker goes to sleep, its notify having seen the worker still searching; what must the worker do, in which order, so that the task is not left behind, and how long may it sleep while another worker is awake? (docs/07-work-stealing.md#the-idle-protocol) */
     pthread_mutex_lock(&rt->idle_lock);
     uint64_t dec = IDLE_UNPARKED_ONE | (w->searching ? IDLE_SEARCHING_ONE : 0);
     uint64_t prev = atomic_fetch_sub_explicit(&rt->idle_state, dec, memory_order_seq_cst);
@@ -194,7 +194,7 @@ static inline void park_idle(struct ws_worker *w)
  * too) and the new task stays local, where it is hot. */
 static inline void push_local(struct ws_worker *w, struct task *t)
 {
-    /* BEGIN STUDENT: push; when full, steal_half from your own deque into the injector, then push (docs/07-work-stealing.md#overflow) */
+    /* BEGIN STUDENT: overflow: the deque is full; which tasks go somewhere every worker can reach, and which one stays hot here? (docs/07-work-stealing.md#overflow) */
     if (deque_push(&w->deque, t))
         return;
     size_t n = deque_steal_half(&w->deque, (void **)w->spill, DEQUE_CAPACITY / 2);
@@ -206,7 +206,7 @@ static inline void push_local(struct ws_worker *w, struct task *t)
 
 static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reason why)
 {
-    /* BEGIN STUDENT: not one of our workers: the injector; a yield: the injector; a wake inside a task: the LIFO slot, filled with a release exchange and no notify (the task it displaces goes to the deque); else the deque. Notify when others could take it (docs/07-work-stealing.md#where-a-task-goes) */
+    /* BEGIN STUDENT: runtime.h contracts 2 and 3: who is calling, and why (a spawn, a yield, a wake inside a task)? Which queue keeps locality without stranding or starving anything, and when must a sleeper be woken? (docs/07-work-stealing.md#where-a-task-goes) */
     struct ws_runtime *rt = rt_of(s);
     struct ws_worker *w = current;
     if (!w || w->rt != rt) {
@@ -270,7 +270,7 @@ static const struct scheduler_vtable ws_scheduler_vtable = {
 static inline struct task *next_task(struct ws_worker *w)
 {
     w->tick++;
-    /* BEGIN STUDENT: every 61st tick the injector comes first; on the tick halfway between, the deque's oldest (a steal from your own deque); else the deque's newest, then the injector (docs/07-work-stealing.md#fairness, #the-old-end) */
+    /* BEGIN STUDENT: runtime.h contract 3: this worker's own deque may never empty; how do the injector and the deque's oldest task still get their turns? (docs/07-work-stealing.md#fairness, #the-old-end) */
     struct ws_runtime *rt = w->rt;
     struct task *t;
     unsigned phase = w->tick % WS_INJECTOR_INTERVAL;
@@ -299,7 +299,7 @@ static inline struct task *next_task(struct ws_worker *w)
  * injector. */
 static inline struct task *search(struct ws_worker *w)
 {
-    /* BEGIN STUDENT: become a searcher (if allowed); from a random victim on, steal half; keep the oldest to run, push the rest; then the injector; last, as a searcher, the other workers' LIFO slots, each with an exchange (docs/07-work-stealing.md#stealing, #a-long-poll-must-not-strand-the-slot) */
+    /* BEGIN STUDENT: runtime.h contract 2: where can work be that is not in this worker's own queues, and how much of it should one search take? (docs/07-work-stealing.md#stealing, #a-long-poll-must-not-strand-the-slot) */
     struct ws_runtime *rt = w->rt;
     if (transition_to_searching(w) && rt->nworkers > 1) {
         unsigned n = rt->nworkers;
@@ -340,7 +340,7 @@ static inline struct task *search(struct ws_worker *w)
  * times in a row. */
 static inline void run_task(struct ws_worker *w, struct task *t)
 {
-    /* BEGIN STUDENT: stop searching (the last searcher wakes another: Tokio 4383); budget before every poll; then the LIFO slot, capped (docs/07-work-stealing.md#running-a-task) */
+    /* BEGIN STUDENT: runtime.h contracts 2 to 4: a searcher that found work may be the one the others counted on; what does it owe them? What does every poll get first, and how long may the LIFO slot keep this worker? (docs/07-work-stealing.md#running-a-task) */
     struct ws_runtime *rt = w->rt;
     if (w->searching && transition_from_searching(w))
         notify_parked(rt); /* we were the last searcher: more work may be queued */
@@ -522,7 +522,7 @@ void ws_runtime_free(struct ws_runtime *rt)
     pthread_mutex_lock(&rt->owned_lock);
     rt->closing = true; /* no more spawns */
     pthread_mutex_unlock(&rt->owned_lock);
-    /* BEGIN STUDENT: stop and join the workers; then cancel every owned task; then give back every queue entry: deques, LIFO slots, injector (docs/07-work-stealing.md#shutdown) */
+    /* BEGIN STUDENT: runtime.h contract 6: where can a task be when the runtime goes (in a poll, queued in any of three places, waiting on a waker), and who gives back each of its references? (docs/07-work-stealing.md#shutdown) */
     stop_workers(rt, rt->nworkers);
     /* Only this thread is left. Dropping a future may wake other tasks
      * (onto the injector: we are not a worker) or drop join handles. */
