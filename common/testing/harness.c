@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,7 +25,12 @@ static int record_fd = 2;             /* the record, or stderr */
 static char test_id[256];             /* "suite::test" */
 static double test_timeout_s;
 static atomic_bool test_done;         /* set by lab_test_end; read by the watchdog */
-static char nonce[80] = "-";          /* the completion record's proof; see take_nonce */
+/* The completion record's proof (see take_nonce), kept masked: its bytes
+ * XOR a mask drawn at start-up, so no copy of the grader's string sits in
+ * memory for a scan to find; unmasked on the stack only to write a record. */
+static unsigned char nonce_masked[80];
+static unsigned char nonce_mask[80];
+static size_t nonce_len;
 
 #define DUMP_SIGNAL (SIGRTMIN + 4)
 
@@ -365,7 +371,10 @@ void lab_test_begin(const char *suite, const char *name, double timeout_s)
 {
     snprintf(test_id, sizeof test_id, "%s::%s", suite, name);
     test_timeout_s = timeout_s;
-    unsetenv("LAB_NONCE"); /* the copy in `nonce` is enough from here on (take_nonce) */
+    char *env_nonce = getenv("LAB_NONCE");
+    if (env_nonce)
+        memset(env_nonce, 'x', strlen(env_nonce)); /* unsetenv leaves the string in the heap */
+    unsetenv("LAB_NONCE"); /* the masked copy is enough from here on (take_nonce) */
     atomic_store_explicit(&test_done, false, memory_order_relaxed);
 
     const char *dir = getenv("LAB_RUN_DIR");
@@ -413,15 +422,43 @@ __attribute__((constructor(101))) static void take_nonce(void)
     char *v = getenv("LAB_NONCE");
     if (!v)
         return;
-    snprintf(nonce, sizeof nonce, "%s", v);
-    memset(v, 'x', strlen(v));
-    setenv("LAB_NONCE", nonce, 1);
+    size_t n = strnlen(v, sizeof nonce_masked - 1);
+    uint64_t state = (uint64_t)(uintptr_t)&state ^ (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    ssize_t got = getrandom(nonce_mask, n, 0);
+    for (size_t i = 0; i < n; i++) {
+        if (got != (ssize_t)n)
+            nonce_mask[i] ^= (unsigned char)lab_rand(&state);
+        nonce_masked[i] = (unsigned char)v[i] ^ nonce_mask[i];
+    }
+    nonce_len = n;
+    char copy[sizeof nonce_masked];
+    memcpy(copy, v, n);
+    copy[n] = '\0';
+    memset(v, 'x', n);
+    setenv("LAB_NONCE", copy, 1); /* for a worker executed next; wiped again by lab_test_begin */
+    memset(copy, 0, sizeof copy);
+}
+
+/* The nonce, unmasked into out (at least sizeof nonce_masked bytes); "-"
+ * when the grader gave none. */
+static void nonce_text(char *out)
+{
+    if (nonce_len == 0) {
+        strcpy(out, "-");
+        return;
+    }
+    for (size_t i = 0; i < nonce_len; i++)
+        out[i] = (char)(nonce_masked[i] ^ nonce_mask[i]);
+    out[nonce_len] = '\0';
 }
 
 void lab_test_end(void)
 {
     atomic_store_explicit(&test_done, true, memory_order_release); /* pairs with the watchdog's acquire */
-    record("END %d %s %s\n", (int)getpid(), test_id, nonce);
+    char n[sizeof nonce_masked];
+    nonce_text(n);
+    record("END %d %s %s\n", (int)getpid(), test_id, n);
+    memset(n, 0, sizeof n);
 }
 
 /* ---- seeds, scale, notes ------------------------------------------------- */
@@ -485,7 +522,10 @@ void lab_unjudged(const char *fmt, ...)
     for (char *c = msg; *c; c++)
         if (*c == '\n')
             *c = ' '; /* one record, one line */
-    record("UNJUDGED %d %s %s\n", (int)getpid(), nonce, msg);
+    char n[sizeof nonce_masked];
+    nonce_text(n);
+    record("UNJUDGED %d %s %s\n", (int)getpid(), n, msg);
+    memset(n, 0, sizeof n);
 }
 
 void lab_sleep_ms(unsigned ms)

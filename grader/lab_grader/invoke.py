@@ -135,6 +135,7 @@ class Invocation:
     make_dirs: list = dataclasses.field(default_factory=list)  # created empty before the run
     data_limit: int = DATA_LIMIT  # 0: none (sanitizer and Valgrind lanes)
     memory: int = MEMORY_LIMIT    # bytes the whole run may hold (a memory cgroup, where there is one)
+    strip_symbols: bool = False   # the jail's copy without .symtab (the grader reads its own copy's)
 
     def execute(self):
         if self.run_dir.exists():
@@ -155,7 +156,8 @@ class Invocation:
             work = jail.home / "run"
             binary = jail.home / "bin" / self.binary.name
             binary.parent.mkdir(mode=0o711)
-            shutil.copyfile(self.binary, binary)
+            if not (self.strip_symbols and _without_symbols(self.binary, binary)):
+                shutil.copyfile(self.binary, binary)
             os.chmod(binary, 0o555)
         else:
             work, binary = self.run_dir, self.binary
@@ -229,6 +231,18 @@ def scrubbed_environment():
     env = {k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ}
     env["PATH"] = "/usr/bin:/bin"
     return env
+
+
+def _without_symbols(src, dest):
+    """dest: src without its static symbol table (.symtab, .strtab), which
+    names every function of the binary, the harness's hidden ones too; its
+    DWARF and its dynamic symbols stay, so backtraces still name the code.
+    False when strip could not make it."""
+    try:
+        return subprocess.run(["strip", "--strip-all", "--keep-section=.debug_*", "-o", str(dest), str(src)],
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _popen_retrying(cmd, **kw):

@@ -58,6 +58,7 @@ class Lane:
     memory: int = invoke.MEMORY_LIMIT
     checker: Checker = None
     exclusive: bool = False   # takes every slot: nothing else runs beside it
+    strip_symbols: bool = False  # run a copy without .symtab (the tools' lanes keep it for their reports)
 
     def invocation(self, binary, tests, run_dir, base_env, scale):
         logs = run_dir / self.checker.logs if self.checker else None
@@ -66,12 +67,13 @@ class Lane:
         env.update({k: fill(v) for k, v in self.env})
         return invoke.Invocation(binary, list(tests), run_dir, jobs=self.jobs, env=env,
                                  wrapper=[fill(w) for w in self.wrapper], timeout=self.timeout,
-                                 make_dirs=[logs] if logs else [], data_limit=self.data_limit, memory=self.memory)
+                                 make_dirs=[logs] if logs else [], data_limit=self.data_limit, memory=self.memory,
+                                 strip_symbols=self.strip_symbols)
 
 
 LANES = {
-    "plain": Lane("plain", "plain"),
-    "race": Lane("race", "plain"),
+    "plain": Lane("plain", "plain", strip_symbols=True),
+    "race": Lane("race", "plain", strip_symbols=True),
     "valgrind": Lane("valgrind", "vg", wrapper=VALGRIND + ("--log-file={logs}/%p.log",), env=(("LAB_SCALE", "{scale}"),),
                      timeout=900, data_limit=0, memory=invoke.TOOL_MEMORY_LIMIT,
                      checker=Checker("vg", checkers.valgrind_by_pid, (Verdict.PASS, Verdict.FAIL), Verdict.MEMORY,
@@ -82,7 +84,7 @@ LANES = {
                  checker=Checker("tsan", checkers.tsan_by_pid,
                                  (Verdict.PASS, Verdict.FAIL, Verdict.TIMEOUT, Verdict.CRASH, Verdict.EXITED_EARLY),
                                  Verdict.RACE, "ThreadSanitizer reported {n} problem(s)", shown=2, limit=30)),
-    "perf": Lane("perf", "plain", jobs=1, exclusive=True),
+    "perf": Lane("perf", "plain", jobs=1, exclusive=True, strip_symbols=True),
 }
 # the words a report uses for a lane's tool
 TOOL = {"valgrind": "Valgrind", "tsan": "ThreadSanitizer"}

@@ -421,3 +421,56 @@ def test_a_run_sees_nothing_of_the_machine(tmp_path, caps):
         libc.shmctl(shmid, 0, None)   # IPC_RMID
         marker.unlink()
     assert g.item(f"01-signal/{ITEM}")["score"] == 1, g.output[-3000:]
+
+
+FORGE = r'''
+    {
+        /* find the harness's completion record by name, as a student who
+         * reads the binary would: the dynamic symbols, then the file's own
+         * symbol table; call it and leave before the test can fail */
+        void (*end)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "lab_test_end");
+        if (!end) {
+            Dl_info info;
+            int fd = open("/proc/self/exe", O_RDONLY);
+            struct stat st;
+            if (fd >= 0 && fstat(fd, &st) == 0 && dladdr((void *)signal_new, &info)) {
+                unsigned char *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+                Elf64_Ehdr *eh = (Elf64_Ehdr *)f;
+                Elf64_Shdr *sh = (Elf64_Shdr *)(f + eh->e_shoff);
+                for (int i = 0; f != MAP_FAILED && i < eh->e_shnum && !end; i++) {
+                    if (sh[i].sh_type != SHT_SYMTAB)
+                        continue;
+                    Elf64_Sym *sym = (Elf64_Sym *)(f + sh[i].sh_offset);
+                    const char *names = (const char *)(f + sh[sh[i].sh_link].sh_offset);
+                    for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++)
+                        if (strcmp(names + sym[k].st_name, "lab_test_end") == 0)
+                            end = (void (*)(void))((char *)info.dli_fbase + sym[k].st_value);
+                }
+            }
+        }
+        if (end) {
+            end();
+            _exit(0);
+        }
+    }
+'''
+
+
+def test_a_forged_completion_record_earns_nothing(tmp_path):
+    """Code under test that looks up the harness's completion function by
+    name and calls it, then exits: the skeleton's state earns nothing. The
+    function is hidden from the dynamic symbols and the plain lanes run a
+    copy without .symtab, so neither lookup finds it. (A deterrent: the
+    threat model in docs/instructors.md says what it does not stop.)"""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "labs" / "01-signal", tree / "01-signal")
+    src = tree / "01-signal" / "signal.c"
+    text = src.read_text()
+    i = text.index("int signal_new(")
+    j = text.index("{", i) + 1
+    head = "".join(f"#include <{h}>\n" for h in ("dlfcn.h", "elf.h", "fcntl.h", "string.h", "sys/mman.h",
+                                                    "sys/stat.h", "unistd.h"))
+    src.write_text("#define _GNU_SOURCE\n" + head + text[:j] + FORGE + text[j:])
+    g = grade(tmp_path, tree, stage="01-signal", items=[ITEM, "first-poll-ready", "completion-terminal"],
+              timeout=300)
+    assert g.score == 0, g.output[-3000:]
