@@ -25,6 +25,7 @@
 #   make grade HIDDEN=dir            add an instructor's hidden items (dir/rubric, dir/tests)
 #   make grade RESULTS=r.json UNJUDGED=omit   an item not judged counts 0 of 0 (default: 0 of its points)
 #   make grade-class SUBMISSIONS=dir a folder of student trees: gradebook.csv + most failed items
+#                                    (ROSTER=roster.csv: ids joined in, canvas.csv and gradescope.csv too)
 #   make test                        the project's own tests
 #   make checkpoints                 grade every chapter checkpoint on a tree with only its steps written (part of test; ~25 s alone)
 #   make labs                        regenerate labs/ from solutions/
@@ -146,7 +147,8 @@ clean:
 grade-class: deps
 	$(call CHECK,grade-class --submissions="$(SUBMISSIONS)" --stage="$(STAGE)" --items="$(ITEMS)" --jobs="$(JOBS)" --hidden="$(HIDDEN)")
 	@$(PY) $(ROOT)/grader/course/grade_class.py "$(SUBMISSIONS)" $(if $(GRADEBOOK),--out "$(GRADEBOOK)") --stage="$(STAGE)" --hidden="$(HIDDEN)" \
-	    $(if $(ITEMS),--items="$(ITEMS)") $(if $(JOBS),--jobs="$(JOBS)") $(if $(DISPATCH),--dispatch="$(DISPATCH)") $(if $(HOSTS),--hosts="$(HOSTS)")
+	    $(if $(ITEMS),--items="$(ITEMS)") $(if $(JOBS),--jobs="$(JOBS)") $(if $(DISPATCH),--dispatch="$(DISPATCH)") $(if $(HOSTS),--hosts="$(HOSTS)") \
+	    $(if $(ROSTER),--roster="$(ROSTER)") $(if $(CANVAS_TITLE),--canvas-title="$(CANVAS_TITLE)")
 
 test: deps-test labs-check quotes-check
 	@$(NEED_PY)
