@@ -154,9 +154,26 @@ class Runner:
                 self.slots.release()
 
     def run(self, inv, hang_hints, exclusive=False):
-        """One run, judged: ({test: Outcome}, RunResult)."""
+        """One run, judged: ({test: Outcome}, RunResult). Tests the kernel
+        says were starved of CPU beside other runs of this grading run again
+        alone (every slot taken), once: what held the CPU may have been the
+        code's own other runs (a poll that busy-waits, two tests of it side
+        by side), and that is the code's doing, not the machine's. Starved
+        again while alone, they stay "not judged"; otherwise the run alone
+        judges them."""
         result = self.execute(inv, exclusive)
-        return judge.judge_run(inv.tests, result, inv.binary, self.nonce, hang_hints), result
+        outs = judge.judge_run(inv.tests, result, inv.binary, self.nonce, hang_hints)
+        starved = [t for t, o in outs.items() if o.verdict == Verdict.STARVED]
+        if starved and not exclusive and self.nslots > 1:
+            alone = dataclasses.replace(inv, tests=starved, run_dir=inv.run_dir.with_name(inv.run_dir.name + "-alone"))
+            again = judge.judge_run(alone.tests, self.execute(alone, exclusive=True), alone.binary, self.nonce,
+                                    hang_hints)
+            for t in starved:
+                outs[t] = again[t]
+                if again[t].verdict != Verdict.STARVED:
+                    outs[t].details.insert(0, "starved of CPU beside this grading's other runs; run again alone, "
+                                              "it was judged on its own")
+        return outs, result
 
     def lane_seconds(self):
         """{(stage, lane): seconds spent running tests}, for instructors."""

@@ -380,3 +380,34 @@ def test_a_tool_item_alone_runs_its_tests_without_the_tool_first(tmp_path):
         assert p.plain_tests(sp) == sp.item_tests[item.key]
     finally:
         p.close()
+
+
+def test_a_test_starved_beside_its_own_grading_is_run_again_alone(tmp_path, monkeypatch):
+    """Issue 25, class 8: tests the kernel calls starved in a run beside
+    this grading's other runs run again with every slot taken; alone, a
+    busy-waiting poll gets its CPU and fails as what it is. Still starved
+    alone, they stay "not judged". Never a third run."""
+    from lab_grader import lanes
+    from lab_grader.outcomes import Outcome, Verdict
+    runner = lanes.Runner("n", None, 2, 0.05, tmp_path)
+    calls = []
+
+    def execute(inv, exclusive=False):
+        calls.append((tuple(inv.tests), exclusive))
+        return invoke.RunResult({}, {}, "", 0, starved="busy" if alone_starves or not exclusive else "")
+
+    def judge_run(tests, result, binary, nonce, hints):
+        v = Verdict.STARVED if result.starved else Verdict.TIMEOUT
+        return {t: Outcome(t, v if t != "s::ok" else Verdict.PASS) for t in tests}
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(judge, "judge_run", judge_run)
+    inv = invoke.Invocation(tmp_path / "bin", ["s::a", "s::b", "s::ok"], tmp_path / "run" / "plain")
+    for alone_starves, expected in ((False, Verdict.TIMEOUT), (True, Verdict.STARVED)):
+        calls.clear()
+        outs, _ = runner.run(inv, {})
+        assert calls == [(("s::a", "s::b", "s::ok"), False), (("s::a", "s::b"), True)], calls
+        assert outs["s::a"].verdict == outs["s::b"].verdict == expected
+        assert outs["s::ok"].verdict == Verdict.PASS
+    calls.clear()
+    runner.run(inv, {}, exclusive=True)   # a run that was alone already is not run again
+    assert len(calls) == 1, calls
