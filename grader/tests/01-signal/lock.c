@@ -96,8 +96,8 @@ static void run_probe_test(int mode)
               mode == 0 ? " (contract 1: Pending means someone will wake you)" : " (contract 9: a producer that leaves must wake the future)");
     cr_assert_not(pr.blocked,
                   "%s woke the waker while the signal's lock was still held: inside the wake, a poll "
-                  "from another thread could not take the lock for 200 ms. Take the waker out under "
-                  "the lock, unlock, and only then wake it (contract 4).", action);
+                  "from another thread could not take the lock for 200 ms (contract 4: woken after "
+                  "unlocking). The next hint: make hint STAGE=1 ITEM=wake-outside-lock", action);
     if (mode == 0)
         expect_ready(pr.result, &pr.out, SIGNAL_VALUE, &the_value, "a poll made from inside the wake");
     else

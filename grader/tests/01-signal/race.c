@@ -117,7 +117,8 @@ static void run_forced(bool close_instead)
         cr_assert_geq(woken, 1u,
                       "lost wakeup: another thread %s while the first poll was registering its waker "
                       "(%s), and the waker was never woken. The poll returned Pending with a waker "
-                      "nobody will use. Check the outcome and store the waker in one hold of the lock (contract 3).",
+                      "nobody will use (contract 3: no completion between the check and the registration). The "
+                      "next hint: make hint STAGE=1 ITEM=check-register-window",
                       what,
                       fc.finished_in_clone ? "it finished inside the clone: the lock was not held between the check and the registration"
                                            : "it had to wait for the lock, but then found no waker");
@@ -250,9 +251,9 @@ static enum poll wait_ready(struct signal_future *f, struct notify_waker *nw, st
             ++*waited;
         if (!notify_waker_wait(nw, SCALED_MS(2000)))
             cr_assert(false, "lost wakeup at iteration %u, seed %llu: the future returned Pending and was "
-                      "not woken within 2 s although the producer thread %s. Replay with SEED=%llu. "
-                      "Check and register under one lock (contract 3), and make every %s wake the "
-                      "stored waker (contracts 1 and 9).",
+                      "not woken within 2 s although the producer thread %s. Replay with SEED=%llu (contract 3: "
+                      "no outcome between the check and the registration; contracts 1 and 9: every %s wakes "
+                      "the stored waker); the next hint: make hint STAGE=1 ITEM=race-stress",
                       iter, (unsigned long long)seed,
                       completes ? "completed the signal" : "dropped the producer without completing",
                       (unsigned long long)seed, completes ? "completion" : "drop of an uncompleted producer");

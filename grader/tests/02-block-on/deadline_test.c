@@ -160,8 +160,7 @@ LAB_TEST(parker_deadline, unpark_at_the_deadline_is_kept, 10)
     cr_assert_eq(lost, 0,
                  "round %u: park_timeout gave up (false), an unpark from another thread had landed meanwhile and "
                  "was over, and then park_timeout(p, 0) found no token: the unpark that raced the deadline was "
-                 "thrown away. When the wait times out, leave PARKED with an exchange to EMPTY (a read-modify-write "
-                 "sees the latest unpark) and return true if it took NOTIFIED, not with a plain store "
-                 "(parker.h contracts 1 and 6)", first);
+                 "thrown away: the park that gave up left the parker as if that unpark had never come "
+                 "(parker.h contracts 1 and 6); the next hint: make hint STAGE=2 ITEM=park-timeout", first);
     parker_release(r.p);
 }

@@ -89,6 +89,6 @@ LAB_TEST(parker_order, unpark_publishes_to_token_taker, 10)
               "unpark made before park must leave a token");
     cr_assert_eq(bad, ORDER_WORDS,
                  "the thread that took the token read word %u of the data written before "
-                 "parker_unpark() as stale: unpark must publish with a release and park take the "
-                 "token with an acquire", bad);
+                 "parker_unpark() as stale: nothing ordered those writes before the park that took the "
+                 "token (parker.h contract 1); the next hint: make hint STAGE=2 ITEM=races", bad);
 }

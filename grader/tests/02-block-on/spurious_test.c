@@ -27,8 +27,8 @@ LAB_TEST(parker_spurious, timeout_without_unpark_is_false, 5)
         cr_assert_not(got,
                       "parker_park_timeout returned true (\"the token was consumed\") although nobody unparked: its "
                       "condition wait returned %u time(s) without a signal, as POSIX allows (a spurious wakeup), "
-                      "and the park took that for the token. A wakeup proves nothing: wait in a loop that re-checks "
-                      "the token (the predicate) and the deadline, and return true only with the token (parker.h contract 5)", made);
+                      "and the park took that for the token (parker.h contract 5: true only with the token); the "
+                      "next hint: make hint STAGE=2 ITEM=spurious-wakeup", made);
     }
     /* the token still works after the spurious returns */
     parker_unpark(p);

@@ -563,10 +563,9 @@ LAB_TEST(join_race, register_after_completion, 30)
             struct waker_counts c = counting_waker_counts(p.cw[i]);
             cr_assert_eq(c.live, 1, "round %u: %s has %ld live references after the join handle "
                          "was dropped (clones %u, drops %u, wakes %u); expected 1. The task completed "
-                         "while the handle was being polled: if the completing thread woke the stored "
-                         "waker and cleared JOIN_WAKER between join_handle_poll's look at the state "
-                         "word and the registration's, the registration must see COMPLETE in its own "
-                         "look and register nothing (rule 4); writing the slot loses the woken waker",
+                         "while the handle was being polled, and a waker the completing thread had "
+                         "already woken was written over or kept (join.h rules 2 and 4: the woken waker "
+                         "stays for the handle to drop); the next hint: make hint STAGE=3 ITEM=join-race",
                          k, counting_waker_label(p.cw[i]), c.live, c.clones, c.drops, c.wakes);
         }
         probe_destroy(&t);

@@ -511,9 +511,9 @@ LAB_TEST(wake_race, remote_wake_reaches_busy_executor, 10)
     cr_assert(atomic_load(&b.woke), "the second task was never polled, so the other thread never had "
               "its waker to wake");
     cr_assert_not(atomic_load(&b.gave_up), "a task woken from another thread was still not polled after "
-                  "%u polls of an always-ready task: the executor takes the remote end only when the "
-                  "local end is empty, so a task that yields for ever starves every remote wake "
-                  "(take it every READY_QUEUE_REMOTE_INTERVAL pops too: executor.h contract 1)", BUSY_GIVE_UP);
+                  "%u polls of an always-ready task: while the local end never emptied, the remote end "
+                  "was never taken (executor.h contract 1); the next hint: make hint STAGE=3 "
+                  "ITEM=remote-wake", BUSY_GIVE_UP);
     cr_assert_eq(probe_polls(&c), 2, "the remotely woken task was polled %u times; expected 2", probe_polls(&c));
     unsigned gap = atomic_load(&b.a_at_c) - atomic_load(&b.woken_at);
     cr_assert_leq(gap, BUSY_GAP_MAX, "a task woken from another thread waited behind %u polls of an "

@@ -71,7 +71,9 @@ static const char *check(void *arg)
     if (explore_waker_woken(s->task) == 0) {
         snprintf(why, sizeof why,
                  "lost wakeup: the first poll returned Pending, the other thread %s, and the task's waker was "
-                 "never woken. Check the outcome and store the waker in one hold of the lock (contract 3)", what);
+                 "never woken: the decision fell between the poll's look at the state and its registration "
+                 "(contract 3); the schedule below shows where. The next hint: make hint STAGE=4 "
+                 "ITEM=explored-check-register", what);
         return why;
     }
     struct waker w = explore_waker_get(s->task);

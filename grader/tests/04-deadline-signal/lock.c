@@ -96,8 +96,8 @@ static void run_probe_test(enum decider how)
                                       : "contract 5: the winner wakes the waiting task");
     cr_assert_not(pr.blocked,
                   "%s woke the waker while the signal's lock was still held: inside the wake, a poll from "
-                  "another thread could not take the lock for 200 ms. Take the waker out under the lock, "
-                  "unlock, and only then wake it (contract 5).", action[how]);
+                  "another thread could not take the lock for 200 ms (contract 5: the winner wakes after "
+                  "unlocking). The next hint: make hint STAGE=4 ITEM=wake-outside-lock", action[how]);
     if (how == BY_COMPLETE)
         expect_ready(pr.result, &pr.out, DEADLINE_SIGNAL_VALUE, &the_value, "a poll made from inside the wake");
     else

@@ -219,16 +219,20 @@ LAB_TEST(deadline_ownership, out_of_memory_is_reported, 5)
         int rc = deadline_signal_new(NULL, &p, &t, &f);
         struct alloc_counts c = alloc_count_stop();
         if (rc == 0) {
-            cr_assert_geq(n, 1u, "deadline_signal_new succeeded although its very first allocation failed: it must check what malloc returns");
+            cr_assert_geq(n, 1u, "deadline_signal_new succeeded although its very first allocation failed: it went on with "
+                          "memory it did not get (contract 10: out of memory is reported); the next hint: make "
+                          "hint STAGE=4 ITEM=ownership");
             deadline_signal_drop(p);
             deadline_signal_timer_drop(t);
             deadline_signal_future_drop(f);
             return;
         }
-        cr_assert_eq(rc, -1, "deadline_signal_new returned %d when allocation number %llu failed; it must return -1",
+        cr_assert_eq(rc, -1, "deadline_signal_new returned %d when allocation number %llu failed; out of "
+                     "memory is -1 (contract 10)",
                      rc, (unsigned long long)n + 1);
         cr_assert_eq(c.frees, c.allocs,
-                     "deadline_signal_new failed (allocation number %llu ran out of memory) but kept %llu of its %llu allocations: free what you took before returning -1",
+                     "deadline_signal_new failed (allocation number %llu ran out of memory) but kept %llu of its "
+                     "%llu allocations (contract 10); the next hint: make hint STAGE=4 ITEM=ownership",
                      (unsigned long long)n + 1, (unsigned long long)(c.allocs - c.frees), (unsigned long long)c.allocs);
     }
     cr_assert_fail("deadline_signal_new never succeeded even with 8 allocations allowed");

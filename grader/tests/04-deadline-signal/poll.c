@@ -191,7 +191,9 @@ LAB_TEST(deadline_poll, reuses_clone_from, 5)
         cr_assert_eq(poll_with(d.future, task, &out), POLL_PENDING, "poll %d returned Ready before any decision", i);
 
     struct waker_counts c = counting_waker_counts(task);
-    cr_assert_eq(c.clones, 1u, "four polls by the same task cloned its waker %u times; a re-poll whose waker will_wake() the stored one must not clone again (use waker_clone_from, contract 2)", c.clones);
+    cr_assert_eq(c.clones, 1u, "four polls by the same task cloned its waker %u times, although the stored waker "
+                 "already woke that task (contract 2: a re-poll by the same task does not clone again); the "
+                 "next hint: make hint STAGE=4 ITEM=latest-waker", c.clones);
     cr_assert_eq(c.drops, 0u, "four polls by the same task dropped its waker %u times; the stored waker was still right and should have been kept", c.drops);
 
     expect_status(deadline_signal_complete(d.producer, &value_a), DEADLINE_SIGNAL_WON, "deadline_signal_complete", "nothing was decided before");

@@ -109,7 +109,8 @@ static void run_forced(bool expire_instead)
         cr_assert(woken >= 1,
                   "lost wakeup: another thread %s while the first poll was registering its waker, and the "
                   "stored waker was never woken (%s). The poll returned Pending with a waker nobody will "
-                  "use. Check the state and store the waker in one hold of the lock (contract 3).",
+                  "use: the decision fell between the poll's look at the state and its registration (contract "
+                  "3). The next hint: make hint STAGE=4 ITEM=check-register-window",
                   what,
                   fc.finished_in_clone ? "the decider finished inside the clone: the lock was not held between the check and the registration"
                                        : "the decider had to wait for the lock, but then found no waker");
@@ -332,8 +333,9 @@ LAB_TEST(deadline_race, stress_one_winner, 6) /* the reference: 0.28 s */
             if (!notify_waker_wait(nw, SCALED_MS(2000)))
                 cr_assert_fail("lost wakeup at iteration %u, seed %llu: the future returned Pending, then the "
                                "producer and the timer both decided and returned, and the waiting task was never "
-                               "woken. Replay with SEED=%llu. Check and register under one lock (contract 3), and "
-                               "make the winner wake the stored waker (contract 5).",
+                               "woken (contract 3: no decision between the check and the registration; contract 5: the "
+                               "winner wakes the stored waker). Replay with SEED=%llu; the next hint: make hint "
+                               "STAGE=4 ITEM=one-winner-stress",
                                i, (unsigned long long)seed, (unsigned long long)seed);
         }
         if (!ready)
@@ -345,8 +347,9 @@ LAB_TEST(deadline_race, stress_one_winner, 6) /* the reference: 0.28 s */
         enum deadline_signal_status ts = mine == TIMER_ROLE ? my_status : h.job.status;
         unsigned winners = (ps == DEADLINE_SIGNAL_WON) + (ts == DEADLINE_SIGNAL_WON);
         cr_assert_eq(winners, 1u,
-                     "iteration %u (seed %llu): complete returned %s and expire returned %s; exactly one of the two must win (contract 4). "
-                     "Decide in one hold of the lock: the check \"still WAITING?\" and the change of state cannot be separated.",
+                     "iteration %u (seed %llu): complete returned %s and expire returned %s; exactly one of the "
+                     "two wins (contract 4), so both found the signal undecided. The next hint: make hint STAGE=4 "
+                     "ITEM=one-winner-stress",
                      i, (unsigned long long)seed, status_name(ps), status_name(ts));
         if (ps == DEADLINE_SIGNAL_WON) {
             cr_assert_eq(ts, DEADLINE_SIGNAL_LOST_TO_VALUE, "iteration %u (seed %llu): the producer won but the timer was told %s; the loser must be told a value won (contract 4)",

@@ -128,8 +128,8 @@ LAB_TEST(far_clock, sleeps_across_the_sign_bit, 10)
     for (size_t i = 0; i < log.n; i++) {
         uint64_t d = deadline[log.ids[i]];
         cr_assert_geq(log.at[i], d, "a sleep until origin + %llu ns (the clock started 1.5 wheel ranges before "
-                      "2^63 ns) ended %llu ns early: compare times as unsigned 64-bit numbers, never through "
-                      "int64_t (sleep.h; timer_wheel.h, contract 1)", (unsigned long long)(d - FAR_ORIGIN_NS),
+                      "2^63 ns) ended %llu ns early: a deadline across 2^63 ns was taken for one long past "
+                      "(sleep.h; timer_wheel.h, contract 1); the next hint: make hint STAGE=5 ITEM=far-clock", (unsigned long long)(d - FAR_ORIGIN_NS),
                       (unsigned long long)(d - log.at[i]));
         cr_assert_lt(log.at[i] - d, MS_NS, "a sleep until origin + %llu ns ended %llu ns late: more than a tick "
                      "on an idle executor (time_driver.h, contract 5)", (unsigned long long)(d - FAR_ORIGIN_NS),

@@ -78,8 +78,8 @@ LAB_TEST(reactor, stale_token_after_fd_reuse, 5)
     lab_note("old fd %d token %#llx, new fd %d token %#llx", oldfd, (unsigned long long)stale, c[0],
              (unsigned long long)fresh);
     cr_assert_neq(fresh, stale, "a new registration got the very token of a deregistered one (%#llx): a queued "
-                  "event for the old descriptor would wake the new one; the token needs a generation "
-                  "(reactor.h contract 1)",
+                  "event for the old descriptor would wake the new one (reactor.h contract 1); the next hint: "
+                  "make hint STAGE=6 ITEM=stale-token",
                   (unsigned long long)fresh);
 
     struct counting_waker *cw = counting_waker_new("reader");
@@ -177,8 +177,9 @@ LAB_TEST(reactor, edge_during_syscall_is_kept, 5)
     /* the syscall "returned EAGAIN" (in the reader's view of the past): it clears what it saw */
     reactor_clear_ready(reg, ev);
     cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev2), POLL_READY, "an edge dispatched during the syscall "
-                 "was lost: clear_ready must clear only the readiness of the snapshot's tick, not a newer edge "
-                 "(reactor.h contract 2; the reader now waits forever with a byte in the socket)");
+                 "was lost: after clear_ready with the snapshot taken before that edge, the registration said "
+                 "not readable (reactor.h contract 2; the reader now waits forever with a byte in the socket); "
+                 "the next hint: make hint STAGE=6 ITEM=readiness-tick");
     cr_assert_eq(read(sv[0], buf, sizeof buf), 1, "the second byte was not there");
     cr_assert(read(sv[0], buf, sizeof buf) < 0 && errno == EAGAIN, "the socket was not drained");
     reactor_clear_ready(reg, ev2);
@@ -325,7 +326,8 @@ LAB_TEST(reactor, writer_registered_last, 5)
     cr_assert(write(d.sv[1], "x", 1) == 1, "write failed in the test itself");
     park_until_woken(&d.b, d.rw, 1);
     cr_assert_eq(counting_waker_woken(d.rw), 1, "a byte arrived, the reader (registered first) was woken %u times; "
-                 "expected 1: the writer's registration must not replace the reader's waker",
+                 "expected 1: the writer's later registration took the reader's place (reactor.h contract 3); "
+                 "the next hint: make hint STAGE=6 ITEM=two-wakers",
                  counting_waker_woken(d.rw));
     cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken");
     duo_free(&d);
@@ -404,8 +406,9 @@ LAB_TEST(io_driver, unpark_interrupts_untimed_wait, 10)
             cr_assert(write(sv[1], "x", 1) == 1, "write failed in the test itself"); /* let it out */
         pthread_join(th, NULL);
         cr_assert(in_time, "a thread parked in epoll_wait with no timeout was still parked 2 s after another thread "
-                  "unparked it (it returned only when a socket became readable): unpark must write the eventfd "
-                  "that sits in the same epoll set (io_driver.h contract 1)");
+                  "unparked it (it returned only when a socket became readable): nothing the unpark did reached "
+                  "the epoll set the thread waited on (io_driver.h contract 1); the next hint: make hint STAGE=6 "
+                  "ITEM=cross-thread-unpark");
         uint64_t lat = atomic_load_explicit(&p.at, memory_order_relaxed) - t0;
         if (lat > worst)
             worst = lat;
@@ -414,7 +417,8 @@ LAB_TEST(io_driver, unpark_interrupts_untimed_wait, 10)
     cr_assert_lt(worst, 500 * MS_NS * LAB_TIMEOUT_SCALE, "the parked thread returned %.1f ms after the unpark; "
                  "expected a few ms (io_driver.h contract 1)", worst / 1e6);
     cr_assert_geq(io_driver_test_eventfd_writes(b.io), 1, "no eventfd write was counted for an unpark of a "
-                  "parked driver: it must write the eventfd (io_driver.h contract 1)");
+                  "parked driver (io_driver.h contract 1); the next hint: make hint STAGE=6 "
+                  "ITEM=cross-thread-unpark");
     reactor_deregister(b.r, reg);
     close(sv[0]);
     close(sv[1]);
@@ -538,12 +542,14 @@ LAB_TEST(io_driver, timers_and_io_share_one_park, 10)
         lab_cannot_judge("the byte due at %u ms was sent at %.1f ms and the %u ms sleep fired at %.1f ms: the "
                          "machine held the peer or the executor too long to tell which came first",
                          byte_ms, (ds.sent_ns - start) / 1e6, sleep_ms, (slept_at - start) / 1e6);
-    cr_assert_lt(read_at, slept_at, "the byte sent at %u ms was read only after the %u ms sleep fired: I/O must "
-                 "wake the park, not wait for the timer", byte_ms, sleep_ms);
+    cr_assert_lt(read_at, slept_at, "the byte sent at %u ms was read only after the %u ms sleep fired: the park "
+                 "that should have returned on the byte waited for the timer (io_driver.h contract 2); the next "
+                 "hint: make hint STAGE=6 ITEM=one-park", byte_ms, sleep_ms);
     cr_assert_geq(slept_at - start, sleep_ms * MS_NS, "a %u ms sleep finished early, at %.1f ms", sleep_ms,
                   (slept_at - start) / 1e6);
-    cr_assert_leq(waits, 12, "%llu epoll_wait calls for one byte and one %u ms sleep: the park timeout must be "
-                  "the next timer's expiration", (unsigned long long)waits, sleep_ms);
+    cr_assert_leq(waits, 12, "%llu epoll_wait calls for one byte and one %u ms sleep: the parks returned long "
+                  "before either was due (io_driver.h contract 2: one epoll_wait for at most t); the next hint: "
+                  "make hint STAGE=6 ITEM=one-park", (unsigned long long)waits, sleep_ms);
     cr_assert_lt(cpu, 30 * MS_NS * LAB_TIMEOUT_SCALE, "waiting %u ms cost %.1f ms of CPU", sleep_ms, cpu / 1e6);
     conn_free(&c);
     iostack_free(&s);
@@ -604,10 +610,10 @@ LAB_TEST(reactor, poll_on_another_thread, 20)
                         driver_unpark(b.d);
                 }
                 cr_assert(notify_waker_wait(nw, 2000), "byte %u: the reader registered and was never woken, "
-                          "though a byte arrived and another thread was dispatching: poll_ready must check "
-                          "and register under the lock dispatch sets readiness under (reactor.h contract 4), "
-                          "and a park must dispatch every event epoll_wait returned, an unpark's token or not "
-                          "(io_driver.h contract 2)", i);
+                          "though a byte arrived and another thread was dispatching: either the readiness was set "
+                          "between the poll's look and its registration (reactor.h contract 4), or the park that "
+                          "got the byte's event did not dispatch it (io_driver.h contract 2); the next hint: make "
+                          "hint STAGE=6 ITEM=poll-cross-thread", i);
                 continue;
             }
             char buf[4];

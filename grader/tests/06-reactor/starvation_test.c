@@ -109,10 +109,10 @@ static void read_beside_spinner(bool unpark_each)
     cr_assert(b.read_at != 0 && b.read_at <= bound,
               "a reader waited beside a task that wakes itself on every poll%s: its byte was readable from "
               "the spinner's poll %u, and it was read at poll %u (0: only after the spinner stopped, at %u); "
-              "at most %u expected. The socket's event waits in epoll until the driver is polled: the "
-              "executor must give its driver a zero-timeout turn every EXECUTOR_DRIVER_INTERVAL task polls "
-              "(executor.h contract 6), and a zero-timeout park of the I/O driver must call epoll_wait even "
-              "when an unpark left a token (io_driver.h contract 4)",
+              "at most %u expected. The socket's event waited in epoll while the spinner ran: no "
+              "zero-timeout turn of the driver stack in that time read it (executor.h contract 6: a turn every "
+              "EXECUTOR_DRIVER_INTERVAL task polls; io_driver.h contract 4: park(0) is a poll of the kernel); "
+              "the next hint: make hint STAGE=6 ITEM=io-beside-spinner",
               unpark_each ? " and unparks the driver on every poll (as wakes from other threads do)" : "",
               b.sent_at, b.read_at, GIVE_UP, bound);
     conn_free(&c);

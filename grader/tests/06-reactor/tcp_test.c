@@ -53,7 +53,8 @@ LAB_TEST(tcp, connect_refused_is_an_error, 5)
     enum executor_status st = executor_block_on(s.ex, tcp_connect_future(&c), &res);
     cr_assert_eq(st, EXECUTOR_OK, "block_on(connect) ended with %s", executor_status_str(st));
     cr_assert_eq(res.err, -ECONNREFUSED, "connect to a port where nothing listens gave %d (%s); expected "
-                 "-ECONNREFUSED: after writable, read SO_ERROR (tcp.h: connect's result is -errno)", res.err,
+                 "-ECONNREFUSED: the refused connect was reported as something else (tcp.h: connect's result is "
+                 "-errno); the next hint: make hint STAGE=6 ITEM=round-trip", res.err,
                  strerror(-res.err));
     iostack_free(&s);
 }
@@ -144,8 +145,9 @@ static void trickle_run(bool short_read)
     cr_assert_leq(polls, 2ul * t.n + 5, "%lu polls for %u bytes sent one at a time: a reader that drains to EAGAIN "
                   "and then waits is polled about once per edge", polls, t.n);
     cr_assert_lt(cpu, (50 + 2 * t.n / 10) * MS_NS * LAB_TIMEOUT_SCALE, "reading %u bytes trickled over %u ms cost "
-                 "%.1f ms of CPU: the reader spins instead of waiting for the next edge; after EAGAIN it must "
-                 "clear the readiness it saw, and clear_ready clear that snapshot's bits (reactor.h contract 2)", t.n,
+                 "%.1f ms of CPU: the reader kept running between edges instead of waiting for the next one "
+                 "(reactor.h contract 2; tcp.h contract 1); the next hint: make hint STAGE=6 ITEM=drain-to-eagain",
+                 t.n,
                  t.n * t.gap_ms, cpu / 1e6);
     conn_free(&c);
     iostack_free(&s);
@@ -245,7 +247,8 @@ LAB_TEST(tcp, write_to_closed_peer_is_an_error_not_sigpipe, 5)
         struct tcp_write wr = tcp_write_all(c.st, buf, sizeof buf);
         enum executor_status st = executor_block_on(s.ex, tcp_write_future(&wr), &res);
         cr_assert_eq(sigpipes, 0, "writing to a reset connection raised SIGPIPE, which kills any program that "
-                     "has not ignored it: send with MSG_NOSIGNAL (tcp.h contract 3)");
+                     "has not ignored it; the writer was to get -EPIPE or -ECONNRESET instead (tcp.h contract 3); "
+                     "the next hint: make hint STAGE=6 ITEM=sigpipe");
         cr_assert_eq(st, EXECUTOR_OK, "block_on(write) ended with %s", executor_status_str(st));
         cr_assert(res < 0, "write %d to a reset connection succeeded (%zd)", i, res);
         cr_assert(res == -EPIPE || res == -ECONNRESET, "write to a reset connection gave %zd (%s); expected "
@@ -309,12 +312,13 @@ LAB_TEST(tcp, accept_emfile_backs_off, 10)
              took / 1e6, cpu / 1e6);
     cr_assert_eq(st, EXECUTOR_OK, "block_on(timeout(accept)) ended with %s", executor_status_str(st));
     cr_assert_eq(tr, TIMEOUT_OK, "accept never succeeded within 3 s, though a descriptor was free again after "
-                 "250 ms: a back-off must retry accept when its timer fires (tcp.h contract 4)");
+                 "250 ms: after the first EMFILE the accept never tried again (tcp.h contract 4); the next hint: "
+                 "make hint STAGE=6 ITEM=emfile-backoff");
     cr_assert_eq(res.err, 0, "accept gave an error (%s) instead of backing off and retrying (tcp.h contract 4)",
                  strerror(-res.err));
-    cr_assert_leq(calls, 20, "%llu accept calls while out of descriptors for 250 ms: on EMFILE, back off on a timer "
-                  "(tcp.h contract 4); retrying at once is a hot loop (readiness stays set, and no new edge will "
-                  "come)",
+    cr_assert_leq(calls, 20, "%llu accept calls while out of descriptors for 250 ms: accept retried at once, again and "
+                  "again, while the listener stayed readable (tcp.h contract 4); the next hint: make hint "
+                  "STAGE=6 ITEM=emfile-backoff",
                   (unsigned long long)calls);
     cr_assert_lt(cpu, 60 * MS_NS * LAB_TIMEOUT_SCALE, "waiting out 250 ms of EMFILE cost %.1f ms of CPU: a hot loop "
                  "(tcp.h contract 4)",
@@ -428,10 +432,12 @@ LAB_TEST(tcp, dup_after_close_delivers_nothing, 5)
         driver_park(d, 20 * MS_NS);
     struct reactor_stats after = reactor_test_stats(s.r);
     cr_assert_eq(after.stale - before.stale, 0, "%llu events arrived for a closed stream's token after data was sent "
-                 "to a dup() of its descriptor: deregister (EPOLL_CTL_DEL) before close (reactor.h contract 5); epoll "
-                 "watches the open file, which the dup keeps alive", (unsigned long long)(after.stale - before.stale));
+                 "to a dup() of its descriptor: the closed stream's registration was still in the epoll set, kept "
+                 "alive by the dup (reactor.h contract 5); the next hint: make hint STAGE=6 ITEM=dup-after-close",
+                 (unsigned long long)(after.stale - before.stale));
     cr_assert_eq(after.events - before.events, 0, "an event was applied to some registration after the only "
-                 "registered stream was closed: deregister before close (reactor.h contract 5)");
+                 "registered stream was closed: its registration outlived the close (reactor.h contract 5); the "
+                 "next hint: make hint STAGE=6 ITEM=dup-after-close");
     close(dupfd);
     conn_free(&c);
     iostack_free(&s);

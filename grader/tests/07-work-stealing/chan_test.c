@@ -262,9 +262,9 @@ LAB_TEST(chan, receive_loop_respects_the_budget, 20)
     cr_assert(join_within(kids[0], SCALED_MS(5000)), "the neighbour never ran");
     cr_assert(join_within(kids[1], SCALED_MS(5000)), "the receive loop never finished");
     ws_runtime_free(rt); /* joins the worker: its writes to st are visible */
-    cr_assert_eq(st.got, n, "the receive loop got %llu of %u messages: a receive that returns Pending because "
-                 "the budget ran out must not have taken a message (channel.h contract 4: check the budget before the "
-                 "side effect)",
+    cr_assert_eq(st.got, n, "the receive loop got %llu of %u messages: the missing ones were taken by receives that then "
+                 "returned Pending because the budget ran out, so nobody got them (channel.h contract 4); the "
+                 "next hint: make hint STAGE=7 ITEM=leaf-budget",
                  (unsigned long long)st.got, n);
     cr_assert_eq(st.sum, (uint64_t)n * (n - 1) / 2, "the messages received are not the ones sent");
     cr_assert_leq(st.got_before_neighbour, COOP_BUDGET_DEFAULT, "the receive loop took %llu messages before its "
@@ -344,8 +344,9 @@ LAB_TEST(mutex, sixteen_tasks_contend, 5) /* the reference: 0.08 s */
         cr_assert_not_null(jh[i], "ws_spawn failed");
     }
     bool ok = join_all_within(jh, 16, SCALED_MS(4000)) == 16;
-    cr_assert(ok, "a task waiting for the mutex was never handed it: unlock must hand the mutex to "
-              "the first waiter and wake it (channel.h, the async mutex)");
+    cr_assert(ok, "a task waiting for the mutex was never handed it: 16 tasks contended, and at least one "
+              "was still waiting after 4 s although every holder unlocked (channel.h, the async mutex); the next "
+              "hint: make hint STAGE=7 ITEM=mutex");
     ws_runtime_free(rt);
     cr_assert_eq(atomic_load(&c.overlaps), 0, "two tasks held the mutex at once %u times (channel.h, the async "
                  "mutex)", atomic_load(&c.overlaps));

@@ -22,7 +22,8 @@ LAB_TEST(deque, take_on_empty_at_zero, 5)
     struct deque *d = new_deque();
     cr_assert_null(deque_take(d), "take on a new deque returned an item");
     cr_assert_eq(deque_test_bottom(d), 0, "take on an empty deque at index 0 left bottom at %lld, not 0 "
-                 "(an unsigned index wraps to SIZE_MAX there: use signed 64-bit indices, deque.h contract 3)",
+                 "(deque.h contract 3: take on an empty deque leaves it empty; bottom - 1 at index 0 became that "
+                 "number); the next hint: make hint STAGE=7 ITEM=deque-basics",
                  (long long)deque_test_bottom(d));
     cr_assert_eq(deque_test_top(d), 0, "take on an empty deque moved top");
     cr_assert_null(deque_take(d), "a second take on the empty deque returned an item");
@@ -123,8 +124,10 @@ LAB_TEST(deque, take_fence_store_buffer, 5)
     cr_assert_eq(mine, ITEM(1), "the owner's take returned %p, not the newest item", mine);
     cr_assert_eq(f.nstolen, 1, "two thieves stealing while the owner took from a deque of two got %d items; "
                  "with the owner's item that is %d takes of 2 items: item 1 was taken twice, and deque.h "
-                 "contract 1 says exactly once. The owner's store to bottom sat in its store buffer while it "
-                 "read top: take needs a seq_cst fence between the two", f.nstolen, f.nstolen + 1);
+                 "contract 1 says exactly once. The evidence: the owner's store to bottom was still in its "
+                 "(simulated) store buffer when it read top, so the thieves did not see the owner's reservation "
+                 "and the owner did not see their steal; the next hint: make hint STAGE=7 ITEM=take-fence",
+                 f.nstolen, f.nstolen + 1);
     cr_assert_eq(f.stolen[0], ITEM(0), "the thief stole item %zu, not the oldest", INDEX(f.stolen[0]));
     cr_assert_null(deque_take(d), "the deque should be empty");
     free(d);
@@ -143,8 +146,9 @@ LAB_TEST(deque, steal_cas_races_take, 5)
     deque_test_set_hook(d, NULL, NULL);
     cr_assert_eq(f.ntaken, 1, "the owner's take of the last item failed while a thief only looked at it");
     cr_assert_neq(r, DEQUE_STOLEN, "the thief returned the item the owner had already taken, so it came out "
-                  "twice (deque.h contract 1: exactly once): a steal must claim its item with a CAS on top that "
-                  "fails when top moved, never a plain store");
+                  "twice (deque.h contract 1: exactly once): the thief had read the last item, the owner's take "
+                  "claimed it first, and the thief still returned it; the next hint: make hint STAGE=7 "
+                  "ITEM=steal-cas");
     cr_assert_null(deque_take(d), "the deque should be empty");
     free(d);
 }
@@ -172,8 +176,9 @@ LAB_TEST(deque, steal_half_is_single_steals, 5)
         count[INDEX(rest)]++;
     for (int i = 0; i < 4; i++)
         cr_assert_eq(count[i], 1, "item %d was taken %d times (owner took 3 while steal_half was about to "
-                     "claim 2): steal half as repeated single steals, each its own CAS moving top by one "
-                     "(deque.h contract 4); one CAS moving top by k races the owner's take", i, count[i]);
+                     "claim 2), and deque.h contracts 1 and 4 say each item comes out once: the owner's takes "
+                     "and the steal half both claimed it; the next hint: make hint STAGE=7 ITEM=steal-half",
+                     i, count[i]);
     free(d);
 }
 
@@ -359,7 +364,8 @@ LAB_TEST(deque, push_publishes_the_item, 20)
         pthread_join(th[i], NULL);
     cr_assert_eq(atomic_load(&p.stolen), n, "%u of %u items were stolen", atomic_load(&p.stolen), n);
     cr_assert_eq(atomic_load(&p.bad), 0, "%u items were seen by their thief before the owner's writes to them: "
-                 "push must publish the slot with a release fence before the new bottom", atomic_load(&p.bad));
+                 "a thief read a slot that nothing ordered after those writes (deque.h contract 1); the next "
+                 "hint: make hint STAGE=7 ITEM=races", atomic_load(&p.bad));
     for (unsigned i = 0; i < n; i++)
         cr_assert(parcels[i].stolen_by == 1 || parcels[i].stolen_by == 2, "item %u was never stolen", i);
     free(parcels);

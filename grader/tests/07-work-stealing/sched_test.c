@@ -317,8 +317,8 @@ LAB_TEST(lifo, slot_not_stranded_by_a_long_poll, 15)
     cr_assert(s.other_slept, "the other worker never went to sleep while the blocking task ran");
     cr_assert(s.in_time, "a task woken into the LIFO slot of a worker that then ran a 2 s poll waited for that "
               "poll while the other worker slept: nothing queued may be stranded, a LIFO slot included (runtime.h "
-              "contract 2): the slot must be stealable (an exchange by its owner and by searchers alike), and a "
-              "sleeper must come and look while another worker is awake");
+              "contract 2): the slot's task sat there for the whole poll and no other worker took it; the "
+              "next hint: make hint STAGE=7 ITEM=lifo-not-stranded");
     cr_assert_neq(atomic_load(&s.woken_worker), atomic_load(&s.blocker_worker),
                   "the woken task ran on the blocked worker");
 }
@@ -532,8 +532,9 @@ LAB_TEST(budget, always_ready_does_not_starve, 20)
     cr_assert(join_within(nj, SCALED_MS(10000)), "the neighbour never ran");
     cr_assert(join_within(hj, RESCUE_MS), "the always-ready task never finished");
     cr_assert_not(h.starved, "an always-ready task polled two million leaf operations in one poll while its "
-                  "neighbour waited: the worker must give each poll a budget (coop_reset(%u)) so that "
-                  "coop_proceed stops it (runtime.h contract 4)", COOP_BUDGET_DEFAULT);
+                  "neighbour waited: its leaf futures never ran out of budget, so the poll never returned "
+                  "(runtime.h contract 4: a budget of %u units per poll); the next hint: make hint STAGE=7 "
+                  "ITEM=budget", COOP_BUDGET_DEFAULT);
     cr_assert_leq(h.worst, COOP_BUDGET_DEFAULT, "one poll took %u units of budget; at most %u (runtime.h contract 4)",
                   h.worst, COOP_BUDGET_DEFAULT);
     ws_runtime_free(rt);
@@ -595,8 +596,9 @@ LAB_TEST(idle, wake_between_search_and_sleep, 10)
     bool done = join_within(x, SCALED_MS(1000));
     ws_test_set_hook(rt, NULL, NULL);
     cr_assert(done, "a task spawned while the only worker was between its last search and its sleep never "
-              "ran: after announcing that it sleeps, a worker must look at every queue once more (runtime.h "
-              "contract 2; the spawner's notify saw it searching and woke nobody)");
+              "ran: the spawner's notify saw the worker still searching and woke nobody, and the worker then "
+              "slept without finding the task (runtime.h contract 2: nothing queued is stranded); the next "
+              "hint: make hint STAGE=7 ITEM=recheck-before-sleep");
     ws_runtime_free(rt);
     gate_destroy(&f.reached);
     gate_destroy(&f.go);
@@ -716,8 +718,9 @@ LAB_TEST(idle, push_at_every_point_before_announcing, 15)
     cr_assert_not(lost, "a task spawned while the only worker was at point %u of its way to sleep (%s: after "
                   "its last look at the queues, before it announced that it sleeps) never ran: its notify "
                   "saw the worker still searching and woke nobody, and the worker slept without looking "
-                  "again. Look at every queue after announcing, not before (runtime.h contract 2: the window "
-                  "of the idle protocol, at every point of it)", k, win.where);
+                  "again (runtime.h contract 2: nothing queued is stranded, whatever the point of the way to "
+                  "sleep the push lands at); the next hint: make hint STAGE=7 ITEM=recheck-before-sleep",
+                  k, win.where);
     cr_assert(asleep, "the idle worker did not go back to sleep after round %u", k);
     lab_note("the worker's way to sleep had %u lock-free point(s) before its announcement; "
                 "a task was pushed at each", explored);
@@ -766,8 +769,9 @@ LAB_TEST(idle, last_searcher_wakes_another, 15)
     cr_assert(join_within(j1, SCALED_MS(5000)) && join_within(j2, SCALED_MS(5000)), "the two tasks never finished");
     ws_test_set_hook(rt, NULL, NULL);
     cr_assert(p.second_in_time, "task 2 waited in the injector while task 1 ran a long poll and the other "
-              "worker slept: the last searching worker that finds work must wake another (runtime.h contract 2; "
-              "Tokio PR #4383)");
+              "worker slept: the notify for task 2 saw a searcher and woke nobody, and that searcher took "
+              "task 1 and stopped searching (runtime.h contract 2: nothing queued is stranded; the race of Tokio "
+              "PR #4383); the next hint: make hint STAGE=7 ITEM=wake-another");
     ws_runtime_free(rt);
     gate_destroy(&f.reached);
     gate_destroy(&f.go);
