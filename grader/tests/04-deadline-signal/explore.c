@@ -139,7 +139,8 @@ LAB_TEST(deadline_explore, wake_outside_every_lock, 5)
         lab_sync_track(false);
         const char *v = lab_sync_wake_under_lock();
         cr_assert_eq(explore_waker_woken(task), 1u, "%s did not wake the waker the pending poll registered", what[mode]);
-        cr_assert_null(v, "%s: %s (contract 4)", what[mode], v);
+        cr_assert_null(v, "%s: %s (contract 5: the winner wakes after unlocking, every lock); the next hint: "
+                       "make hint STAGE=4 ITEM=wake-outside-every-lock", what[mode], v);
         if (mode != 2)
             deadline_signal_drop(d.producer);
         deadline_signal_timer_drop(d.timer);
