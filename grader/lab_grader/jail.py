@@ -75,7 +75,7 @@ class Jail:
         if self.binds is not None:
             kernel.minimal_root(str(self.newroot), self.binds, self.cwd)
         elif sb.private_dirs and self.private:
-            kernel.private_dirs(self.home)
+            kernel.private_dirs(self.home, getattr(sb, "protected", ()))
         if self.uid >= 0:
             if self.cgroup is None:
                 import resource

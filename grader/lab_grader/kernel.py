@@ -56,12 +56,16 @@ def tmpfs(target, size, mode):
     mount("tmpfs", str(target), "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
 
 
-def private_dirs(home):
+def private_dirs(home, readonly=()):
     """In a new mount namespace: empty tmpfs on /tmp and /dev/shm, with the
     run's private directory (home, which may live under /tmp) bound back in
-    at the same path."""
+    at the same path; each folder of readonly bound on itself read-only (the
+    grader's checkout, for a run that keeps the grader's user)."""
     unshare(CLONE_NEWNS)
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing of ours propagates out
+    for path in readonly:
+        if os.path.isdir(path) and not (home is not None and str(home).startswith(path.rstrip("/") + "/")):
+            _bind(path, path)
     keep = os.open(home, os.O_PATH | os.O_DIRECTORY) if home is not None else -1
     try:
         for d in PRIVATE_DIRS:

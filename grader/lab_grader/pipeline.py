@@ -25,7 +25,7 @@ import pathlib
 import secrets
 import threading
 
-from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, verdict
+from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, sandbox, verdict
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
 from .tree_lock import TreeLock
 from .waiting import Memo, spawn
@@ -82,6 +82,7 @@ class Pipeline:
         self._variants = {"plain", *variants}
         self.tree_lock.acquire()
         self._files = integrity.fingerprint(self.root, self.hidden)
+        sandbox.shared().protect([self.root, self.hidden])
         used = {d for sp in self.plan.order for d in sp.closure}
         threads = []
         for sp in self.plan.order:

@@ -85,6 +85,7 @@ class Sandbox:
         self.private_dirs = False  # own /tmp and /dev/shm (a mount namespace)
         self.pidns = None          # not root: the command that starts a run in a PID namespace of its own
         self.minimal_root = False  # each run in a root of its own (kernel.minimal_root)
+        self.protected = ()        # folders bound read-only in a run's mount namespace (protect)
         self.why_not = []   # what could not be had, in plain words
         self.base = None
         self._group = None
@@ -137,6 +138,13 @@ class Sandbox:
         if err is not None:
             self.minimal_root = False
             self.why_not.append(f"a run sees the machine's files (the grader's included): no root of its own ({err})")
+
+    def protect(self, paths):
+        """Folders a run must not write (the grader's checkout, the hidden
+        tests): where a run keeps the grader's user (not root) and has a
+        mount namespace, each is bound read-only in it. (As root a run has a
+        root of its own, where they are not there at all.)"""
+        self.protected = tuple(sorted({str(pathlib.Path(p).resolve()) for p in paths if p}))
 
     def _grader_group(self, controller, what, allowed):
         group, why_not = cgroups.grader_group(controller, what, allowed)

@@ -11,6 +11,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -474,3 +475,52 @@ def test_a_forged_completion_record_earns_nothing(tmp_path):
     g = grade(tmp_path, tree, stage="01-signal", items=[ITEM, "first-poll-ready", "completion-terminal"],
               timeout=300)
     assert g.score == 0, g.output[-3000:]
+
+
+def test_not_root_the_checkout_is_read_only(tmp_path, caps):
+    """Graded as an ordinary user (nobody, through setpriv), a test that
+    appends to the lab's Makefile and to a test source finds them
+    read-only: the run's mount namespace binds the checkout on itself
+    read-only, the grade stands and the files are as they were. (Without
+    that bind the write lands, and the fingerprint, which now covers the
+    Makefile, makes the grading NOT TRUSTED: see the test above.)"""
+    import pwd
+    import tempfile
+    if not caps["root"] or shutil.which("setpriv") is None:
+        pytest.skip("needs root to become another user (setpriv from util-linux)")
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user nobody on this machine")
+    # not under /tmp or /var/tmp: a run has its own of those, and would not see it
+    base = pathlib.Path(tempfile.mkdtemp(prefix="notroot-", dir=ROOT / "build"))
+    try:
+        lab = base / "lab"
+        lab.mkdir()
+        shutil.copyfile(ROOT / "Makefile", lab / "Makefile")
+        for d in ("common", "solutions"):
+            shutil.copytree(ROOT / d, lab / d, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / "grader", lab / "grader",
+                        ignore=shutil.ignore_patterns("__pycache__", "mutants", "selftest"))
+        victims = [lab / "Makefile", lab / "grader" / "tests" / "01-signal" / "poll.c"]
+        code = "".join(f'    {{ FILE *f = fopen("{v}", "a"); if (f) {{ fputs("/* here */\\n", f); fclose(f); }} }}\n'
+                       for v in victims)
+        tree = hostile_tree(tmp_path, code, includes=("stdio.h",))
+        shutil.copytree(tree, base / "tree")
+        for dirpath, dirnames, filenames in os.walk(base):
+            for n in [dirpath, *(os.path.join(dirpath, f) for f in filenames)]:
+                os.chown(n, nobody.pw_uid, nobody.pw_gid)
+        os.chmod(base, 0o755)
+        before = [v.read_bytes() for v in victims]
+        cmd = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+               "env", f"HOME={base}", "PATH=/usr/bin:/bin", "LAB_GATE_CALLS=0", "NO_COLOR=1",
+               "make", "-s", "-C", str(lab), "grade", f"TARGET={base / 'tree'}", "STAGE=1", f"ITEMS={ITEM}",
+               f"PY={sys.executable}"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        out = p.stdout + p.stderr
+        if "own /tmp" not in out:
+            pytest.skip("an ordinary user gets no mount namespace on this machine: " + out[-300:])
+        assert [v.read_bytes() for v in victims] == before, "a test wrote to the checkout:\n" + out[-3000:]
+        assert p.returncode == 0 and "NOT TRUSTED" not in out and "Total: 1/1" in out, out[-3000:]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
