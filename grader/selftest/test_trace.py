@@ -468,3 +468,7 @@ def test_handout_trace_links_the_shipped_traced_reference(tmp_path, monkeypatch)
     validate(tmp_path / "t.json")
     with pytest.raises(SystemExit, match="no solutions/ here"):
         lab_trace.main(["--stage", "3", "--target", str(tmp_path / "solutions")])
+    # a handout that ships no traced reference: one line that says so, before any build
+    monkeypatch.setattr(lab_trace, "SHIPPED", tmp_path / "nothing")
+    with pytest.raises(SystemExit, match=r"your 02-block-on still has a LAB_TODO .* no traced reference of it here"):
+        lab_trace.main(["--stage", "3", "--target", str(tree), "--out", str(tmp_path / "n.json")])

@@ -311,6 +311,12 @@ def main(argv=None):
         sys.exit("trace: there is no solutions/ here (the handout has none): "
                  "make trace traces your tree, labs/ by default, or TARGET=path")
     decided = {} if a.no_fallback else fallback(stage, example, a.target)
+    missing = [n for n in decided if reference_stage(n) is None]
+    if missing:   # a handout without traced reference objects: nothing can stand in
+        n = missing[0]
+        sys.exit(f"trace: your {n} {decided[n]}, and there is no traced reference of it here (neither "
+                 f"solutions/{n} nor {rel(SHIPPED / n / 'trace')}): finish it first (make grade STAGE={n[:2]} "
+                 f"says what fails), or trace with --no-fallback")
     if decided:
         print(fallback_line(decided))
     binary = build(stage, example, a.target, reference=tuple(decided))
