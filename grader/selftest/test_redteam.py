@@ -88,10 +88,25 @@ def hide_from_tsan_by_pasting(tree):
                   "static int only_under_tsan __attribute__((used));\n#endif\n")
 
 
+def times_the_forcing_hooks(tree):
+    """A clock read to tell a forced interleaving (a hook that waits) from a
+    plain run: stage 01's code has no clock of its own to read."""
+    _append(tree, "\n#include <time.h>\nstatic long elapsed(void)\n{\n    struct timespec t;\n"
+                  "    clock_gettime(CLOCK_MONOTONIC, &t);\n    return t.tv_nsec;\n}\n"
+                  "static long (*keep_elapsed)(void) __attribute__((used)) = elapsed;\n")
+
+
+def reads_the_cycle_counter(tree):
+    """The same with a compiler builtin, which calls nothing: the assembly
+    shows the instruction."""
+    _append(tree, "\nstatic unsigned long long now(void) { return __builtin_ia32_rdtsc(); }\n"
+                  "static unsigned long long (*keep_now)(void) __attribute__((used)) = now;\n")
+
+
 ATTACKS = [criterion_override, forged_end, constructor, include_reference, include_dev_zero, symlink_reference,
            symlinked_stage_folder,
            inline_asm, hide_from_tsan, reads_environment, incbin_behind_a_line_marker, directive_in_a_section_name,
-           ifunc_resolver]
+           ifunc_resolver, times_the_forcing_hooks, reads_the_cycle_counter]
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])
