@@ -49,8 +49,9 @@ LAB_TEST(abort, while_pending, 10)
     struct join_handle *jh = spawn_probe(ex, &t, NULL);
     cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_IDLE, "run_until_idle");
     join_handle_abort(jh);
-    cr_assert_eq(probe_drops(&t), 0, "abort dropped the future on the aborting thread: it must queue "
-                 "the task, so its scheduler drops it");
+    cr_assert_eq(probe_drops(&t), 0, "abort dropped the future on the aborting thread, not on the "
+                 "task's own scheduler (join.h, join_handle_abort); the next hint: make hint STAGE=3 "
+                 "ITEM=abort");
     cr_assert_eq(executor_test_queue_len(ex), 1, "aborting an idle pending task queued it %zu times; "
                  "expected once (its scheduler must get it back to drop the future: join.h, join_handle_abort)",
                  executor_test_queue_len(ex));

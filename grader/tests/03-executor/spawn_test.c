@@ -254,7 +254,9 @@ LAB_TEST(spawn, future_alignment_and_bytes, 10)
     enum join_status js;
     cr_assert_eq(join_handle_poll(jh, NULL, &out, &js), POLL_READY, "join_handle_poll said Pending");
     cr_assert_eq(out, 16, "the task's future did not hold the bytes given to spawn (output %llu, "
-                 "expected 16): spawn must copy vtable->size bytes from fut.self, by value",
+                 "expected 16): the task polled something other than the future it was "
+                 "given, a pointer to the caller's copy or a misaligned one (executor.h; task.h); the next "
+                 "hint: make hint STAGE=3 ITEM=spawn-and-join",
                  (unsigned long long)out);
     join_handle_drop(jh);
     executor_free(ex);
