@@ -250,6 +250,15 @@ def one(argv):
     return 0
 
 
+def review_of(data):
+    """What the grader put before the instructor (the results' hidden
+    "NN/review" entries, gate.review): one line, "" when nothing."""
+    if not data:
+        return ""
+    return "; ".join(f"{t['number'].split('/')[0]}: " + "; ".join(t.get("output", "").splitlines())
+                     for t in data.get("tests", []) if t.get("number", "").endswith("/review"))
+
+
 def score_row(student, status, data, why, stages, items):
     """The gradebook's numbers for one student: (per stage, total, judged,
     not judged, per item, reason)."""
@@ -378,9 +387,9 @@ def main(argv=None):
     total_possible = sum(possible.values())
     failures, rerun, zeroes, scored = {}, [], [], []
     rows = [["student", "id", "email", "status", "reason", *[s.name for s in stages], "total", "points judged",
-             "points not judged", "report", *[i.key for i in items]],
+             "points not judged", "report", "review", *[i.key for i in items]],
             ["points possible", "", "", "", "", *[gradebook.number(possible[s.name]) for s in stages],
-             gradebook.number(total_possible), "", "", "", *[gradebook.number(i.points) for i in items]]]
+             gradebook.number(total_possible), "", "", "", "", *[gradebook.number(i.points) for i in items]]]
     for s in students:
         if s.path is None:
             status, data, why = NOTHING, None, "no folder or zip of this name in SUBMISSIONS"
@@ -401,6 +410,7 @@ def main(argv=None):
                      status, gradebook.cell(shown(reason)), *[gradebook.number(per_stage[st.name]) for st in stages],
                      gradebook.number(total), gradebook.number(judged), gradebook.number(unjudged),
                      f"reports/{s.key}/report.txt" if s.path is not None else "",
+                     gradebook.cell(shown(review_of(data))),
                      *[gradebook.number(per_item[i.key]) for i in items]])
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(rows)

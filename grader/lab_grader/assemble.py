@@ -12,6 +12,7 @@ calibrating timeouts: a test that timed out is run again on it), once per
 set of objects.
 """
 import dataclasses
+import json
 import os
 import pathlib
 import threading
@@ -28,6 +29,7 @@ class StageBuild:
     warnings: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)      # "graded with the reference ..."
     remarks: list = dataclasses.field(default_factory=list)    # about the student's files (a header not used)
+    review: list = dataclasses.field(default_factory=list)     # for the instructor: constructs to read (gate.review)
     key: str = ""   # digest of the objects the plain binary is linked from
     unlinked: list = None  # those objects, when build(..., link_plain=False) left the link for later
 
@@ -46,6 +48,7 @@ class Assembler:
         self.src = self.work / "src"   # the student's stages as taken in (intake.py)
         self._intakes = {}
         self._allowed = {}
+        self._review = {}   # stage -> {source: gate.review's findings}
         self._locks = {}
         self._guard = threading.Lock()
 
@@ -76,8 +79,17 @@ class Assembler:
                      build.each(lambda src: self.builder.compile(taken.dir / src, "plain", dirs, werror=self.werror,
                                                                  jailed=True), sp.stage.sources))
             for src, c, p in zip(sp.stage.sources, out, plain):
-                self._gate(plan, sp, taken.dir / src, c.obj, variant, p.obj, dirs)
+                found = self._gate(plan, sp, taken.dir / src, c.obj, variant, p.obj, dirs)
+                if variant == "plain":
+                    with self._guard:
+                        self._review.setdefault(sp.stage.name, {})[src] = found
         return out
+
+    def review(self, name):
+        """What the gate put before the instructor in a stage's files:
+        "file: construct" lines."""
+        with self._guard:
+            return [f"{src}: {what}" for src, found in self._review.get(name, {}).items() for what in found]
 
     def _gate(self, plan, sp, source, obj, variant, plain_obj, dirs):
         """The gate's checks of one compiled student file, once per object:
@@ -86,10 +98,14 @@ class Assembler:
         allow = self.allowed(plan, sp)
         mark = obj.with_suffix(f".gate-{allow.digest}")
         if mark.exists():
-            return
+            try:
+                return json.loads(mark.read_text() or "[]")
+            except ValueError:
+                pass
         try:
             pre = obj.with_suffix(".i").read_text(errors="replace")
             students = [p for p in (self.src / sp.stage.name).iterdir()]
+            found = gate.review(pre, students)
             gate.check_preprocessed(pre, students)
             gate.check_assembly(obj.with_suffix(".s").read_text(errors="replace"), source.name, variant)
             if variant == "tsan":
@@ -101,7 +117,8 @@ class Assembler:
                                    kind="refused") from None
         except gate.Refused as e:
             raise build.BuildError(str(e), "", kind="refused") from None
-        mark.write_text("")
+        mark.write_text(json.dumps(found))
+        return found
 
     def _handout_difference(self, sp, name, dirs):
         """Where the handout's own copy of a file differs between the plain
@@ -170,6 +187,7 @@ class Assembler:
                 if c.warnings.strip():
                     result.warnings.append(records.short_path(c.warnings.strip()))
             result.remarks = list(self.take_in(sp).notes)
+            result.review = self.review(sp.stage.name)
             for variant in variants:
                 objs = self._objects(plan, sp, deps, variant)
                 if variant == "plain":

@@ -248,6 +248,54 @@ def check_lanes_agree(source_name, plain, tsan, handout_chunks):
                       f"lanes ({shown!r}): code under test must not change with the tool that checks it")
 
 
+# Constructs no stage of the lab needs, which forging a grade does: the
+# binary's own structures, the stack's return addresses, the dynamic
+# linker's lists. Not refused (a name is no boundary, and a student may
+# have a reason), but put before the instructor beside the score.
+REVIEW_HEADERS = ("elf.h", "link.h", "dlfcn.h", "sys/auxv.h", "execinfo.h", "sys/ptrace.h", "ucontext.h",
+                  "setjmp.h", "sys/mman.h", "sys/syscall.h")
+REVIEW_WORDS = re.compile(r"\b(Elf(?:32|64)_\w+|ElfW|dl_iterate_phdr|dladdr1?|dlsym|dlvsym|dlopen|dlinfo|getauxval|"
+                          r"_r_debug|r_debug|link_map|__builtin_frame_address|__builtin_return_address|"
+                          r"__builtin_extract_return_addr|__builtin_longjmp|__builtin_setjmp|_DYNAMIC|__ehdr_start|"
+                          r"__executable_start|etext|edata|__environ|environ|setjmp|longjmp|sigsetjmp|siglongjmp|"
+                          r"mprotect|process_vm_readv|process_vm_writev|ptrace|syscall)\b")
+REVIEW_STRINGS = re.compile(r'"[^"]*(/proc/self|/proc/\d|\\177ELF|\\x7fELF|/dev/mem)[^"]*"')
+
+
+def review(text, student_files):
+    """What the instructor should read in one student file, from the text
+    the compiler compiled (its .i): a header from REVIEW_HEADERS, a
+    REVIEW_WORDS name or a REVIEW_STRINGS string in the student's own
+    lines, a #line directive (it makes the student's lines look like
+    another file's). Each once, in order."""
+    names = {pathlib.Path(f).name for f in student_files}
+    found, entered = [], set()
+    mine = False
+    for line in text.splitlines():
+        m = re.match(r'^# (\d+) "([^"]*)"((?: \d)*)$', line)
+        if m:
+            name, flags = m.group(2), m.group(3).split()
+            is_student = pathlib.Path(name).name in names and not name.startswith("/usr/")
+            if "1" in flags:
+                entered.add(name)
+                header = next((h for h in REVIEW_HEADERS if name.endswith("/" + h)), None)
+                if header and mine:
+                    found.append(f"includes <{header}>")
+            elif name not in entered and not name.startswith("<") and not is_student and len(entered) > 0:
+                found.append(f"a #line directive (naming {name[:60]})")
+                is_student = True
+            mine = is_student
+            continue
+        if mine:
+            code = re.sub(r'"(\\.|[^"\\])*"', lambda q: q.group(0) if REVIEW_STRINGS.match(q.group(0)) else '""',
+                          line)
+            for w in REVIEW_WORDS.finditer(code):
+                found.append(f"uses {w.group(1)}")
+            for q in REVIEW_STRINGS.finditer(code):
+                found.append(f"the string {q.group(0)[:40]}")
+    return list(dict.fromkeys(found))
+
+
 def check_preprocessed(text, student_files):
     """No inline assembly in the lines of the student's own files, after
     macros are expanded (gcc -E output, its line markers telling whose line

@@ -84,6 +84,10 @@ def stage_table(grading, stage, results):
         return lines
     for note in b.notes + b.remarks:
         lines.append(f"  note: {clean(note)}")
+    review = getattr(b, "review", [])
+    if review:
+        lines.append("  for your instructor to read (constructs no stage needs; your score does not change): " +
+                     "; ".join(clean(x) for x in review[:8]))
     if b.warnings:
         lines.append("  your code compiled with warnings (they do not cost points, but read them):")
         for w in b.warnings:
@@ -244,10 +248,19 @@ def gradescope(grading, results, seconds, unjudged="zero"):
             if unjudged == "omit":
                 entry["max_score"] = 0
         tests.append(entry)
+    for name in dict.fromkeys(r.item.stage for r in results):
+        review = getattr(grading.builds.get(name), "review", [])
+        if review:
+            # the instructor's alone: a hidden entry of no points (students never see it)
+            tests.append({"name": f"{name}/review: code for the instructor to read", "number": f"{name}/review",
+                          "score": 0, "max_score": 0, "status": "passed", "visibility": "hidden",
+                          "output": "\n".join(clean(x) for x in review[:40]), "output_format": "text"})
     if grading.untrusted:
         return {"score": 0, "execution_time": round(seconds, 1), "output": UNTRUSTED, "output_format": "text",
                 "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
-    head = [f"{sum(1 for r in results if r.status == Status.PASSED)} of {len(results)} items passed"]
+    # the visible items only: a count over hidden ones too tells a student a hidden item failed
+    visible = [r for r in results if not r.item.hidden]
+    head = [f"{sum(1 for r in visible if r.status == Status.PASSED)} of {len(visible)} visible items passed"]
     not_judged = [r for r in results if r.status == Status.NOT_JUDGED]
     if not_judged:
         head.append(f"{len(not_judged)} item(s) not judged: each says why and what to do")

@@ -203,3 +203,27 @@ def test_an_included_c_file_is_part_of_the_cache_key(tmp_path):
     assert works.score > 0, works.output[-3000:]
     stub = grade(tmp_path, trees["stub"], stage="1", items=["pending-registers"], timeout=300)
     assert stub.score == 0, stub.output[-3000:]
+
+
+def test_constructs_no_stage_needs_are_put_before_the_instructor(tmp_path):
+    """The binary's own structures and the stack's frame addresses are what
+    a forged grade walks; no stage needs them. Such code is not refused (a
+    list of names is no boundary) but listed beside the score: a hidden
+    entry of no points in results.json (the instructor's alone on
+    Gradescope) and a line in the report; the score is what the code
+    earns. The reference's own files put nothing there."""
+    import shutil
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "solutions", tree)
+    _append(tree, "\n#include <elf.h>\nstatic unsigned long walk(void)\n{\n"
+                  "    const Elf64_Ehdr *e = __builtin_frame_address(0);\n    return (unsigned long)e;\n}\n"
+                  "static unsigned long (*keep_walk)(void) __attribute__((used)) = walk;\n")
+    g = grade(tmp_path, tree, stage="1", items=["pending-registers"], timeout=300)
+    assert g.score == 1, g.output[-3000:]
+    review = [t for t in g.results["tests"] if t["number"] == f"{SIGNAL}/review"]
+    assert len(review) == 1 and review[0]["visibility"] == "hidden" and review[0]["max_score"] == 0, g.results
+    for what in ("includes <elf.h>", "uses Elf64_Ehdr", "uses __builtin_frame_address"):
+        assert what in review[0]["output"], review[0]["output"]
+    assert "for your instructor to read" in g.output, g.output[-3000:]
+    clean = grade(tmp_path, ROOT / "solutions", stage="1", items=["pending-registers"], timeout=300)
+    assert not [t for t in clean.results["tests"] if t["number"].endswith("/review")], clean.results
