@@ -177,7 +177,8 @@ handout: deps labs-check
 	@$(PY) $(ROOT)/grader/course/handout.py
 
 autograder: deps labs-check
-	@$(PY) $(ROOT)/grader/course/autograder.py --stage="$(STAGE)" $(if $(HIDDEN),--hidden="$(HIDDEN)") $(if $(BUDGET),--budget="$(BUDGET)")
+	@$(PY) $(ROOT)/grader/course/autograder.py --stage="$(STAGE)" $(if $(HIDDEN),--hidden="$(HIDDEN)") $(if $(BUDGET),--budget="$(BUDGET)") \
+	    $(if $(UNJUDGED),--unjudged="$(UNJUDGED)")
 
 deps-test:
 	@sh $(ROOT)/grader/deps.sh test

@@ -50,6 +50,7 @@ rm -rf "$TREE"
 cd "$SRC" || exit 1
 # the assignment's stages and hidden tests, as make autograder baked them
 STAGE=""; HIDDEN=""; BUDGET=540   # Gradescope stops an autograder at 10 minutes by default
+UNJUDGED=omit   # an item this machine cannot judge counts 0 of 0 (make autograder UNJUDGED=zero: 0 of its points)
 [ -f "$SRC/autograder.env" ] && . "$SRC/autograder.env"
 # the work wherever it is: labs/ at the top or one folder down (a repository
 # downloaded as a zip), stage folders, loose files, a zip
@@ -61,7 +62,7 @@ if ! python3 grader/course/find_work.py "$AG/submission" "$TREE" > "$AG/results/
 fi
 # the rerun lines a student reads name their own labs/, not this folder
 export LAB_RERUN_TARGET=""
-make -s grade TARGET="$TREE" STAGE="$STAGE" BUDGET="$BUDGET" ${HIDDEN:+HIDDEN="$SRC/$HIDDEN"} RESULTS="$AG/results/results.json" \
+make -s grade TARGET="$TREE" STAGE="$STAGE" BUDGET="$BUDGET" UNJUDGED="$UNJUDGED" ${HIDDEN:+HIDDEN="$SRC/$HIDDEN"} RESULTS="$AG/results/results.json" \
     > "$AG/results/grade.txt" 2>&1
 status=$?
 if [ ! -s "$AG/results/results.json" ]; then
@@ -96,6 +97,10 @@ def main():
                     help="default build/autograder.zip (build/autograder-stage-N.zip with --stage)")
     ap.add_argument("--stage", default="", help="the assignment's stages (1, 01-signal, 1,2); default all")
     ap.add_argument("--hidden", default="", help="the instructor's hidden items and tests (dir/rubric, dir/tests)")
+    ap.add_argument("--unjudged", choices=("omit", "zero"), default="omit",
+                    help="an item the machine cannot judge (a timing item on one CPU): 'omit' counts it 0 of 0 and "
+                         "says so in one line (the default: no regrade requests for what the platform cannot "
+                         "measure), 'zero' counts it 0 of its points until regraded")
     ap.add_argument("--budget", type=float, default=540,
                     help="seconds the grading may take (Gradescope's default limit is 600); past it, items left are "
                          "not judged and results.json holds everything done")
@@ -120,7 +125,8 @@ def main():
             p = tree / name
             p.write_text(text)
             p.chmod(0o755)
-        env = [f"STAGE={','.join(s.name for s in stages) if args.stage else ''}", f"BUDGET={args.budget:g}"]
+        env = [f"STAGE={','.join(s.name for s in stages) if args.stage else ''}", f"BUDGET={args.budget:g}",
+               f"UNJUDGED={args.unjudged}"]
         if args.hidden:
             for part in ("rubric", "tests"):
                 if (pathlib.Path(args.hidden) / part).is_dir():

@@ -246,7 +246,14 @@ def gradescope(grading, results, seconds, unjudged="zero"):
             entry["output"] = f"Not judged: {clean(r.summary)}\nWhat to do: {_advice(r)}"
             entry["extra_data"] = {"judged": False}
             if unjudged == "omit":
+                # 0 of 0, in one line, with no status: Gradescope shows it
+                # neither failed nor owed, and nobody asks for a regrade of
+                # what the platform cannot measure
                 entry["max_score"] = 0
+                del entry["status"]
+                entry["output"] = (f"Not judged on this machine ({text.one_line(r.summary, 160)}): not part of your "
+                                   "score." if r.item.lane != "quiz" else
+                                   f"Not judged here: {_advice(r)}.")
         tests.append(entry)
     for name in dict.fromkeys(r.item.stage for r in results):
         review = getattr(grading.builds.get(name), "review", [])

@@ -140,3 +140,32 @@ def test_command_line_fallback_and_validate(tmp_path):
     proc = subprocess.run(cmd + ["validate", str(out)], capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and "score: 'x' is not of type 'number'" in proc.stderr
     assert subprocess.run(cmd, capture_output=True, env=env).returncode == 2
+
+
+def test_an_unjudged_item_in_omit_mode_is_one_line_of_no_points():
+    """Gradescope's default assignment (UNJUDGED=omit): an item the platform
+    could not measure is 0 of 0, one line, no failed status (so nobody asks
+    for a regrade of it); the summary counts visible items only; the review
+    list is a hidden entry of no points. Valid against the schema."""
+    import types
+    from lab_grader import report
+    from lab_grader.outcomes import Status
+
+    def result(key, status, hidden=False, lane="plain"):
+        item = types.SimpleNamespace(key=f"05-timer/{key}", id=key, clause=f"{key}'s clause", points=2,
+                                     hidden=hidden, lane=lane, stage="05-timer", section="#x")
+        return types.SimpleNamespace(item=item, status=status, points=2 if status == Status.PASSED else 0,
+                                     summary="cannot judge: one CPU usable", outcome=None, build_error=None)
+    results = [result("ok", Status.PASSED), result("lateness", Status.NOT_JUDGED),
+               result("secret", Status.PASSED, hidden=True)]
+    grading = types.SimpleNamespace(untrusted=[], stages={"05-timer": types.SimpleNamespace(chapter="docs/05.md")},
+                                    builds={"05-timer": types.SimpleNamespace(
+        notes=[], remarks=[], warnings=[], ok=True, error=None, review=["time_driver.c: uses dlsym"])})
+    data = report.gradescope(grading, results, 1.0, unjudged="omit")
+    assert results_json.validate(data) == [], results_json.validate(data)
+    late = next(t for t in data["tests"] if t["number"] == "05-timer/lateness")
+    assert late["max_score"] == 0 and "status" not in late and "\n" not in late["output"], late
+    assert "not part of your score" in late["output"] and "regrade" not in late["output"], late
+    assert data["output"].startswith("1 of 2 visible items passed"), data["output"]
+    review = next(t for t in data["tests"] if t["number"] == "05-timer/review")
+    assert review["visibility"] == "hidden" and review["max_score"] == 0, review
