@@ -54,9 +54,9 @@ UNJUDGED=omit   # an item this machine cannot judge counts 0 of 0 (make autograd
 [ -f "$SRC/autograder.env" ] && . "$SRC/autograder.env"
 # the work wherever it is: labs/ at the top or one folder down (a repository
 # downloaded as a zip), stage folders, loose files, a zip
-if ! python3 grader/course/find_work.py "$AG/submission" "$TREE" > "$AG/results/found.txt" 2>&1; then
-    (cd grader && python3 -m lab_grader.results_json fallback "$AG/results/results.json" \
-        "Your submission holds no work of this lab's stages. $(tail -n 1 "$AG/results/found.txt")")
+if ! python3 grader/course/find_work.py "$AG/submission" "$TREE" "$STAGE" > "$AG/results/found.txt" 2>&1; then
+    (cd grader && python3 -m lab_grader.results_json nowork "$AG/results/results.json" \
+        "$(tail -n 1 "$AG/results/found.txt")")
     cat "$AG/results/found.txt"
     exit 0
 fi
@@ -68,6 +68,9 @@ status=$?
 if [ ! -s "$AG/results/results.json" ]; then
     (cd grader && python3 -m lab_grader.results_json fallback "$AG/results/results.json" \
         "The grader could not run (status $status)." "$AG/results/grade.txt")
+else
+    # what happened to each uploaded file, where the student sees it (stdout is the instructor's)
+    (cd grader && python3 -m lab_grader.results_json annotate "$AG/results/results.json" "$AG/results/found.txt")
 fi
 cat "$AG/results/found.txt"
 cat "$AG/results/grade.txt"

@@ -67,7 +67,7 @@ class Assembler:
 
     def student_objects(self, plan, sp, variant):
         if not (self.target / sp.stage.name).is_dir():
-            raise build.BuildError(f"{self.target / sp.stage.name} does not exist", "", kind="missing")
+            raise build.BuildError(f"{sp.stage.name} was not submitted", "", kind="not-submitted")
         taken = self.take_in(sp)
         if taken.refused:
             raise build.BuildError(taken.refused, "", kind="refused")

@@ -53,6 +53,20 @@ def stage_files(stage):
     return names
 
 
+def near_miss(name, stages):
+    """The stage file a misnamed upload most likely is ("signal (1).c" as a
+    browser saves a second download, "timer-wheel.c", "Signal.c"), or None."""
+    import difflib
+    base = pathlib.PurePosixPath(name).name
+    plain = re.sub(r"\s*[(\[]\d+[)\]]|[- ]copy\b|-\d+(?=\.)", "", base, flags=re.I).lower().replace("-", "_")
+    plain = plain.replace(" ", "_")
+    names = sorted({n for st in stages for n in stage_files(st)})
+    if plain in names and plain != base:
+        return plain
+    close = difflib.get_close_matches(plain, names, n=1, cutoff=0.85)
+    return close[0] if close and close[0] != base else None
+
+
 def _visible(name):
     return not name.startswith(".") and name not in listing.SKIP_DIRS
 
@@ -107,7 +121,9 @@ def _map_loose(entries, stages, prefix, notes):
         for s in owners:
             out.setdefault(s.name, []).append(name)
         if not owners and name.endswith((".c", ".h")):
-            notes.append(f"{prefix}{name} is not a file of any stage graded here: left out")
+            meant = near_miss(name, stages)
+            notes.append(f"{prefix}{name} is not a file of any stage graded here: left out" +
+                         (f" (is it {meant}? upload it under that name)" if meant else ""))
     return out
 
 
@@ -131,8 +147,10 @@ def _expected(stages, found_names):
     first = s.sources[0] if s else "the stage's files"
     which = f" (or the same for {', '.join(x.name for x in stages[1:])})" if len(stages) > 1 else ""
     shown = ", ".join(found_names[:12]) + (f" and {len(found_names) - 12} more" if len(found_names) > 12 else "")
+    meant = [(n, near_miss(n, stages)) for n in found_names[:40]]
+    hints = "; ".join(f"{n} looks like {m}: upload it as {m}" for n, m in meant if m)
     return (f"expected labs/{s.name if s else 'NN-name'}/{first} or {first}{which}; "
-            f"found: {shown or 'nothing, the submission is empty'}")
+            f"found: {shown or 'nothing, the submission is empty'}" + (f" ({hints})" if hints else ""))
 
 
 def _found_names(entries, dirs, prefix=""):

@@ -137,6 +137,8 @@ class Pipeline:
             fut.set_exception(e)
 
     def _usable(self, sp, b):
+        if not b.ok and b.error is not None and b.error.kind == "not-submitted":
+            return False, "was not submitted"
         if not b.ok:
             return False, f"does not build ({b.error.first})"
         if b.notes:
@@ -151,7 +153,8 @@ class Pipeline:
             return False, f"does not build ({self.assembler.theirs(e.first)})"
         outs = self.plain(sp, sp.tests)
         bad = [o for o in outs.values() if not o.passed]
-        ok, why = (False, f"fails {len(bad)} of its {len(outs)} tests") if bad else (True, "")
+        named = ", ".join(o.test.replace("::", "/") for o in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        ok, why = (False, f"fails {len(bad)} of its {len(outs)} tests ({named})") if bad else (True, "")
         if not any(o.verdict == Verdict.TIMEOUT for o in bad):  # a hang may be the machine's fault: do not keep it
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps({"ok": ok, "why": why}))

@@ -6,6 +6,8 @@ rejects a file that printf built from a log holding a tab or an escape.
 
     python3 -m lab_grader.results_json validate FILE
     python3 -m lab_grader.results_json fallback OUT MESSAGE [LOGFILE]
+    python3 -m lab_grader.results_json nowork OUT MESSAGE      (nothing in the upload to grade)
+    python3 -m lab_grader.results_json annotate FILE NOTES      (the upload's notes atop FILE's output)
 
 (run from grader/). The checks need python3-jsonschema; fallback writes
 even without it, since it is what runs when something is already wrong.
@@ -138,6 +140,49 @@ def fallback(message, log_text="", tail_chars=4000):
     }
 
 
+UPLOAD_PAGE = "docs/upload.md in your handout (\"What to upload\")"
+
+
+def no_work(message):
+    """A valid results.json for an upload in which nothing could be graded:
+    score 0, one visible test that says what was found, what was expected,
+    and where the student reads what to upload. Not a failure of the
+    grader, so it asks nobody to tell the instructor."""
+    message = text.one_line(message, limit=1500) or "the upload is empty"
+    return {
+        "score": 0,
+        "output": f"Nothing in your upload could be graded: {message}\nWhat to upload: {UPLOAD_PAGE}.",
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [{
+            "name": "your upload",
+            "number": "0",
+            "score": 0,
+            "status": "failed",
+            "output": f"{message}\n\nUpload your files of the stage under their own names; {UPLOAD_PAGE} "
+                      "says which shapes are taken.",
+            "output_format": "text",
+            "visibility": "visible",
+        }],
+    }
+
+
+def annotate(data, notes):
+    """data with the notes about the upload (find_work.py's lines: a file
+    left out, one not found, the shape taken) at the top of its output,
+    where the student sees them."""
+    notes = [text.one_line(n, limit=500) for n in notes if n.strip()][:20]
+    if not notes:
+        return data
+    head = "About your upload:\n" + "\n".join(f"  {n}" for n in notes)
+    if any("left out" in n or "not found" in n for n in notes):
+        head += f"\n  (what to upload: {UPLOAD_PAGE})"
+    data = dict(data)
+    data["output"] = head + ("\n\n" + data["output"] if data.get("output") else "")
+    return data
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 2 and argv[0] == "validate":
@@ -162,6 +207,21 @@ def main(argv=None):
             write(argv[1], data)
         except ValueError:  # no jsonschema here: the fallback is valid by its self-test
             _dump(argv[1], _cleaned(data))
+        return 0
+    if len(argv) == 3 and argv[0] == "nowork":
+        try:
+            write(argv[1], no_work(argv[2]))
+        except ValueError:
+            _dump(argv[1], _cleaned(no_work(argv[2])))
+        return 0
+    if len(argv) == 3 and argv[0] == "annotate":
+        try:
+            data = json.loads(pathlib.Path(argv[1]).read_text())
+            notes = pathlib.Path(argv[2]).read_text(errors="replace").splitlines()
+            write(argv[1], annotate(data, notes))
+        except (OSError, ValueError) as e:
+            print(f"{argv[1]}: not annotated: {e}", file=sys.stderr)
+            return 1
         return 0
     print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
     return 2

@@ -119,3 +119,29 @@ def test_an_upload_with_no_work_says_what_was_expected(tmp_path, stage1_zip):
     assert data["score"] == 0 and len(data["tests"]) == 1, data
     assert "signal.c" in data["tests"][0]["output"] and "README.md" in data["tests"][0]["output"], data
 
+
+
+def test_students_are_told_what_happened_to_their_upload(tmp_path, stage1_zip):
+    """Issue 27, item 4: a browser's 'signal (1).c' is named for what it
+    most likely is, the message lists only the assignment's stage, and it
+    does not blame the grader; a file left out of a graded upload is said
+    at the top of the results, where the student sees it (stdout is the
+    instructor's alone)."""
+    cases = {"renamed": {"signal (1).c": (ROOT / "labs" / "01-signal" / "signal.c").read_bytes()},
+             "extra": {"signal.c": (ROOT / "labs" / "01-signal" / "signal.c").read_bytes(), "notes.c": b"int x;\n"}}
+    for name, files in cases.items():
+        ag = tmp_path / name
+        _unpack(stage1_zip[0], ag)
+        for f, data in files.items():
+            (ag / "submission" / f).write_bytes(data)
+        subprocess.run(["sh", str(ag / "source" / "run_autograder")], capture_output=True, text=True,
+                       env=dict(os.environ, AUTOGRADER_ROOT=str(ag), NO_COLOR="1"), timeout=300)
+        data = json.loads((ag / "results" / "results.json").read_text())
+        shown = data["output"] + "".join(t["output"] for t in data["tests"] if t.get("visibility") != "hidden")
+        assert "tell your instructor" not in shown and "could not finish" not in shown, shown
+        assert "02-block-on" not in shown and "/autograder" not in shown and str(ag) not in shown, shown
+        if name == "renamed":
+            assert data["score"] == 0 and "looks like signal.c" in shown and "upload.md" in shown, shown
+        else:
+            assert data["output"].startswith("About your upload:"), data["output"][:500]
+            assert "notes.c is not a file of any stage graded here: left out" in data["output"], data["output"][:500]
