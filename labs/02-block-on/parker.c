@@ -112,7 +112,7 @@ static bool park_until(struct parker *p, const struct timespec *deadline)
 {
     (void)p;
     (void)deadline;
-    LAB_TODO("take the token if it is there; else (deadline == &park_poll: return false, a zero timeout never sleeps) sleep until NOTIFIED or the deadline (docs/02-block-on.md#the-token)");
+    LAB_TODO("parker.h contracts 1, 2, 5 and 6: where is an unpark that came before this park kept, what does a return of the wait prove, and what does a zero timeout (deadline == &park_poll) do? (docs/02-block-on.md#the-token)");
 }
 
 void parker_park(struct parker *p)

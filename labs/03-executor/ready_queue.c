@@ -39,7 +39,7 @@ static inline void take_remote(struct ready_queue *q)
 struct task *ready_queue_pop(struct ready_queue *q)
 {
     (void)q;
-    LAB_TODO("local first; take the remote stack when local is empty, and every READY_QUEUE_REMOTE_INTERVAL pops (docs/03-executor.md#the-ready-queue)");
+    LAB_TODO("executor.h contract 1: while a task that is always ready keeps the local end busy, when does a wake from another thread get its turn? (docs/03-executor.md#the-ready-queue)");
 }
 
 size_t ready_queue_len(struct ready_queue *q)

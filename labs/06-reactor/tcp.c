@@ -172,7 +172,7 @@ int tcp_stream_shutdown(struct tcp_stream *s)
 void tcp_stream_close(struct tcp_stream *s)
 {
     (void)s;
-    LAB_TODO("deregister, then close, then free (docs/06-reactor.md#deregister-before-close)");
+    LAB_TODO("reactor.h contract 5: epoll watches the open file, not the number; in which order must deregistering, closing and freeing come? (docs/06-reactor.md#deregister-before-close)");
 }
 
 int tcp_stream_fd(const struct tcp_stream *s) { return s->fd; }

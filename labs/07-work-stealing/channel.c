@@ -32,7 +32,7 @@ enum poll chan_recv_poll(struct chan_recv *r, struct context *cx, uint64_t *out,
     (void)cx;
     (void)out;
     (void)st;
-    LAB_TODO("the budget BEFORE taking a message; an unbounded channel: chan_unbounded_recv_poll (given); else a message (and wake a sender: a slot is free), closed, or wait on the receivers' list (docs/07-work-stealing.md#channels)");
+    LAB_TODO("channel.h contracts 1, 3 and 4: the budget may run out in this poll; what must not have happened yet when it does, and whom does taking a message free? (an unbounded channel: chan_unbounded_recv_poll, given) (docs/07-work-stealing.md#channels)");
 }
 
 /* ---- the mutex ------------------------------------------------------------------------ */

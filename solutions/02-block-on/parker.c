@@ -137,7 +137,7 @@ static const struct timespec park_poll = { 0, 0 };
  * sleeps. Both park functions below are this one. */
 static bool park_until(struct parker *p, const struct timespec *deadline)
 {
-    /* BEGIN STUDENT: take the token if it is there; else (deadline == &park_poll: return false, a zero timeout never sleeps) sleep until NOTIFIED or the deadline (docs/02-block-on.md#the-token) */
+    /* BEGIN STUDENT: parker.h contracts 1, 2, 5 and 6: where is an unpark that came before this park kept, what does a return of the wait prove, and what does a zero timeout (deadline == &park_poll) do? (docs/02-block-on.md#the-token) */
     int expected = PARKER_NOTIFIED;
     /* The fast path: a token is already stored, take it without the lock.
      * acquire: pairs with the release exchange in parker_unpark, so whatever

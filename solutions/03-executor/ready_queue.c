@@ -77,7 +77,7 @@ static inline void take_remote(struct ready_queue *q)
 
 struct task *ready_queue_pop(struct ready_queue *q)
 {
-    /* BEGIN STUDENT: local first; take the remote stack when local is empty, and every READY_QUEUE_REMOTE_INTERVAL pops (docs/03-executor.md#the-ready-queue) */
+    /* BEGIN STUDENT: executor.h contract 1: while a task that is always ready keeps the local end busy, when does a wake from another thread get its turn? (docs/03-executor.md#the-ready-queue) */
     if (!q->head || ++q->ticks >= READY_QUEUE_REMOTE_INTERVAL) {
         q->ticks = 0;
         take_remote(q);

@@ -24,7 +24,7 @@ enum poll sleep_poll(struct sleep *s, struct context *cx)
 
 void sleep_drop(struct sleep *s)
 {
-    /* BEGIN STUDENT: cancellation by drop: out of the wheel now, waker released (docs/05-timer.md#sleep) */
+    /* BEGIN STUDENT: sleep.h contract 3: after this drop, what may the wheel and the driver still hold of the sleep? (docs/05-timer.md#sleep) */
     time_timer_cancel(s->td, &s->timer);
     /* END STUDENT */
 }

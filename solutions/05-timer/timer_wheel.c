@@ -204,7 +204,7 @@ void timer_wheel_free(struct timer_wheel *w)
 
 void timer_wheel_insert(struct timer_wheel *w, struct timer_entry *e, uint64_t deadline_ns)
 {
-    /* BEGIN STUDENT: round the deadline up to a tick; pick the level and slot; link it; set the bit (docs/05-timer.md#inserting) */
+    /* BEGIN STUDENT: timer_wheel.h contracts 1, 4, 6, 7 and 9: which way does a deadline round, which level and slot does it belong to from the wheel's time, and what if it is armed already, due already or beyond the range? (docs/05-timer.md#inserting) */
     if (e->armed)
         take(w, e);
     else

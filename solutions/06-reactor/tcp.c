@@ -333,7 +333,7 @@ int tcp_stream_shutdown(struct tcp_stream *s)
 
 void tcp_stream_close(struct tcp_stream *s)
 {
-    /* BEGIN STUDENT: deregister, then close, then free (docs/06-reactor.md#deregister-before-close) */
+    /* BEGIN STUDENT: reactor.h contract 5: epoll watches the open file, not the number; in which order must deregistering, closing and freeing come? (docs/06-reactor.md#deregister-before-close) */
     reactor_deregister(s->r, s->reg);
     close(s->fd);
     free(s);

@@ -61,7 +61,7 @@ enum poll chan_send_poll(struct chan_send *s, struct context *cx, enum chan_stat
 
 enum poll chan_recv_poll(struct chan_recv *r, struct context *cx, uint64_t *out, enum chan_status *st)
 {
-    /* BEGIN STUDENT: the budget BEFORE taking a message; an unbounded channel: chan_unbounded_recv_poll (given); else a message (and wake a sender: a slot is free), closed, or wait on the receivers' list (docs/07-work-stealing.md#channels) */
+    /* BEGIN STUDENT: channel.h contracts 1, 3 and 4: the budget may run out in this poll; what must not have happened yet when it does, and whom does taking a message free? (an unbounded channel: chan_unbounded_recv_poll, given) (docs/07-work-stealing.md#channels) */
     if (!coop_proceed(cx))
         return POLL_PENDING; /* no message taken: none lost */
     struct chan *c = r->c;

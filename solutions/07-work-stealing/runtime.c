@@ -158,7 +158,7 @@ static inline void park_idle(struct ws_worker *w)
 {
     struct ws_runtime *rt = w->rt;
     test_point(rt, WS_TEST_BEFORE_PARK, w->index);
-    /* BEGIN STUDENT: announce (leave the searching and unparked counts, join the sleepers) with a seq_cst RMW; another worker still awake? park with the watch's timeout (w->watch_ns, doubled up to WS_WATCH_MAX_NS), else for ever; look at every queue again; work: take the announcement back; else park, then count yourself awake (docs/07-work-stealing.md#the-idle-protocol) */
+    /* BEGIN STUDENT: runtime.h contracts 2 and 5: a task may be pushed while this worker goes to sleep, its notify having seen the worker still searching; what must the worker do, in which order, so that the task is not left behind, and how long may it sleep while another worker is awake? (docs/07-work-stealing.md#the-idle-protocol) */
     pthread_mutex_lock(&rt->idle_lock);
     uint64_t dec = IDLE_UNPARKED_ONE | (w->searching ? IDLE_SEARCHING_ONE : 0);
     uint64_t prev = atomic_fetch_sub_explicit(&rt->idle_state, dec, memory_order_seq_cst);
