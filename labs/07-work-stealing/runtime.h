@@ -26,11 +26,12 @@
  *      last reference frees it.
  *   2. Nothing is stranded: a task that is queued anywhere (a LIFO slot
  *      included) is run while any worker is idle. The last searching worker
- *      that finds work wakes another (Tokio PR #4383); an idle worker
- *      announces that it sleeps and then looks at every queue once more
- *      before it parks. Filling a LIFO slot wakes nobody; instead a worker
- *      that sleeps while another is awake parks with a timeout (1 ms,
- *      doubling to 16 ms) and searches again, the slots included.
+ *      that finds work wakes another (Tokio's rule since 0.2.0; its PR
+ *      #4383 describes the race it closes); an idle worker announces that
+ *      it sleeps and then looks at every queue once more before it parks.
+ *      Filling a LIFO slot wakes nobody; instead a worker that sleeps while
+ *      another is awake parks with a timeout (1 ms, doubling to 16 ms) and
+ *      searches again, the slots included.
  *   3. Fairness: every 61 ticks a worker takes from the injector before its
  *      own deque, and every 61 ticks (halfway between) it takes its deque's
  *      oldest task instead of the newest; at most 3 LIFO polls run in a row
@@ -45,10 +46,12 @@
  *      there in FIFO order, and each worker takes from the injector at least
  *      every 61 ticks.
  *   4. Budget: before each poll of a task the worker gives the thread a
- *      budget of COOP_BUDGET_DEFAULT (128) units (common/coop.h); the
- *      runtime's leaf futures (yield, channel, mutex) take one unit each and,
- *      at zero, wake their task and return Pending before doing anything.
- *      coop_unconstrained_begin/end is the explicit escape hatch.
+ *      budget of COOP_BUDGET_DEFAULT (128) units (common/coop.h); the leaf
+ *      futures that can stay ready for ever (stage 06's TCP accept, read and
+ *      write; the channel's send and receive; the mutex's lock) take one
+ *      unit each and, at zero, wake their task and return Pending before
+ *      doing anything. yield_now and sleep take none. The escape hatch is
+ *      coop_unconstrained_begin/end.
  *   5. Waiting costs nothing: an idle worker parks. One idle worker at a
  *      time parks in the driver (stage 02's parker, stage 05's time driver,
  *      stage 06's reactor) and so drives the timers; the others sleep on a

@@ -36,8 +36,9 @@
  * RMW synchronizes with it, so its second look sees the task. Worker first:
  * the pusher's RMW reads the announcement, so it wakes a sleeper. A notify
  * that saw a searcher is safe because that searcher, when it finds work and
- * stops searching as the last one, wakes another (Tokio PR #4383), and
- * when it finds none, looks again after announcing.
+ * stops searching as the last one, wakes another (Tokio's rule; its PR
+ * #4383 describes the race), and when it finds none, looks again after
+ * announcing.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, pthread_condattr_setclock */
 #include <errno.h>
