@@ -36,6 +36,13 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q make gcc binutils patch libcriterion-dev valgrind python3 python3-pytest python3-jsonschema
 python3 -c 'import tomllib' 2>/dev/null || apt-get install -y -q python3-tomli
+# Warm the build cache once, here, for every submission: common/, the tests
+# and the reference's test binaries compile now, not in each cold container
+# (stage 01: a cold grading 19.9 s, after this 10.6 s). Grading the skeleton
+# does it; a failure here costs nothing but the head start.
+cd "$(dirname "$0")"
+STAGE=""; [ -f autograder.env ] && . ./autograder.env
+make -s grade TARGET=labs STAGE="$STAGE" PY=python3 NO_PROGRESS=1 >/dev/null 2>&1 || true
 """
 
 RUN = """#!/bin/sh
