@@ -35,7 +35,10 @@ RACE_RUNS = 3
 # machine was too busy", which never gives the point) is graded again, as an
 # instructor is told to: a spinning mutant beside make test's other worker and
 # its hogs can be held off the CPU enough to be starved by the kernel's own
-# numbers. Still unjudged after these, the mutant counts as not caught.
+# numbers. Still unjudged after these, the test is skipped with the reason:
+# the machine, not the grader, could not judge (the developers' rule: a
+# self-test whose item the machine could not judge is regraded, then reported
+# as skipped, never failed). A mutant that is judged and passes still fails.
 MACHINE_REGRADES = 2
 
 
@@ -50,8 +53,16 @@ def test_mutant_is_caught(m, tmp_path):
         if not unjudged:
             break
         print(f"{m.name}: {', '.join(unjudged)} not judged (the machine was busy); regrading")
+    else:
+        why = "; ".join(g.item(f"{m.stage}/{c}")["output"].splitlines()[0][:160] for c in unjudged)
+        if len(unjudged) == len(m.catches):
+            pytest.skip(f"{m.name}: the machine could not judge {', '.join(unjudged)} in "
+                        f"{1 + MACHINE_REGRADES} gradings: {why}")
+        print(f"{m.name}: {', '.join(unjudged)} left unjudged by the machine ({why}); the others are checked")
+    judged = [c for c in m.catches if c not in unjudged]
+    race = [c for c in race if c in judged]
     assert g.returncode == 2, f"make grade should fail (make's status 2) on a mutant; it exited {g.returncode}\n{g.output[-3000:]}"
-    for c in m.catches:
+    for c in judged:
         t = g.item(f"{m.stage}/{c}")
         assert t["score"] == 0, f"item {c} gave points to mutant {m.name} ({m.bug})\n{g.output[-3000:]}"
         assert t["status"] == "failed"
