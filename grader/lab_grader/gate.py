@@ -183,7 +183,7 @@ def check_source(path, handout=None):
 # the sections gcc itself makes of C code: a name outside these came from
 # __attribute__((section)), whose text gcc copies into the assembly as it is
 SECTION = re.compile(r"^\.(text|data|bss|rodata|tbss|tdata|data\.rel\.ro|data\.rel|debug_\w+)(\.[\w.]+)?$|"
-                     r"^\.note\.GNU-stack$|^\.comment$")
+                     r"^\.note\.[\w.-]+$|^\.comment$")   # .note.gnu.property: Ubuntu's gcc (-fcf-protection)
 TSAN_CTOR = re.compile(r"^\.init_array\.\d+$")   # -fsanitize=thread's own module constructor
 TSAN_CTOR_ENTRY = re.compile(r"^\s*\.quad\s+_sub_I_\d+_\d+\s*$")
 
