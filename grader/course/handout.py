@@ -10,7 +10,10 @@ In:  README.md, Makefile, docs/ (answer files left out), common/ (the protocol, 
      (make trace, with grader/tracing/trace_build.py and grader/tracing/trace_render.py),
      the public grader (rubrics, tests, the engine), and reference objects:
      every stage's solution compiled (plain and TSan builds), no source, so a
-     later stage can be graded on top of a reference earlier stage; and each
+     later stage can be graded on top of a reference earlier stage; the same
+     compiled with tracing on (grader/reference/NN-name/trace/, written by
+     trace_build.ship_traced_reference), so that make trace can stand them in
+     for an earlier stage that make grade would replace; and each
      stage's tests linked with its reference, so a test that times out can
      be timed on the reference (calibrated timeouts); and classroom/, one GitHub
      Classroom workflow per stage assignment (CLASSROOM_GRADER=owner/repo@tag names the
@@ -28,6 +31,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
 
 from lab_grader import assemble, build, plan, rubric  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "grader" / "tracing"))
+import trace_build  # noqa: E402
 
 KEEP_GRADER = ["CONVENTIONS.md", "deps.sh", "authoring/skeleton.py", "grade", "lab_grader", "rubric", "tests",
                "tracing", "tools.py", "course/find_work.py", "course/classroom.py", "schemas"]
@@ -166,6 +172,9 @@ def main():
             shutil.copyfile(src, out / "grader" / name)
     classroom_workflows(out, os.environ.get("CLASSROOM_GRADER", ""))
     reference_objects(out, ROOT / "build" / "grade")
+    # make trace in the handout: an unfinished earlier stage is replaced by
+    # these, as make grade replaces it by the objects above (trace_build.py)
+    trace_build.ship_traced_reference(out)
     print(f"wrote {out}")
     return 0
 

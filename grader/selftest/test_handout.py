@@ -126,3 +126,33 @@ def test_every_command_of_the_handout_readme_works_there(handout):
         assert text.strip(), f"{cmd} printed nothing"
         ran.append(cmd)
     print("ran in the handout:", *ran, sep="\n  ")
+
+
+def test_make_trace_in_the_handout_stands_the_traced_reference_in(tmp_path, handout):
+    """The handout ships every stage's reference built traced (handout.py
+    calls trace_build.ship_traced_reference), so make trace there, at a
+    stage finished over earlier stages that are still skeletons, links the
+    traced reference of those, says so in one line, and writes a trace."""
+    from test_trace import validate
+
+    ref = handout / "grader" / "reference"
+    unshipped = [s.name for s in stages() if not list((ref / s.name / "trace").glob("*.o"))]
+    assert not unshipped, f"no traced reference objects in the handout for {unshipped}"
+    stage = next(s for s in stages() if s.name.startswith("05-"))
+    tree = tmp_path / "student"
+    shutil.copytree(handout / "labs", tree)
+    shutil.rmtree(tree / stage.name)
+    shutil.copytree(ROOT / "solutions" / stage.name, tree / stage.name)
+    out = tmp_path / "trace.json"
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(handout), "trace", "STAGE=5",
+                           f"TARGET={tree}", f"OUT={out}"], capture_output=True, text=True, timeout=600,
+                          env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"})
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    said = [line for line in proc.stdout.splitlines() if "the reference's" in line]
+    assert len(said) == 1, text[-3000:]
+    for n in stage.uses:
+        assert n in said[0] and f"your {n} still has a LAB_TODO" in said[0], said[0]
+    assert "stand in for yours, as in make grade" in said[0], said[0]
+    assert stage.name not in said[0], said[0]
+    validate(out)
