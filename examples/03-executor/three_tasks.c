@@ -1,7 +1,11 @@
 /* three_tasks.c - stage 03's traced example: three tasks that yield.
  *
- *   make trace STAGE=3 EXAMPLE=three_tasks            your executor (labs/)
- *   make trace STAGE=3 EXAMPLE=three_tasks TARGET=solutions
+ *   make trace STAGE=3 EXAMPLE=three_tasks                    your executor (labs/)
+ *   make trace STAGE=3 EXAMPLE=three_tasks TARGET=path/to/tree   another tree like labs/
+ *
+ * Your stage 03 must run; an earlier stage of yours that make grade would
+ * replace (a skeleton, or one that fails its tests) is the reference's here
+ * too, and one line says so (docs/tracing.md).
  *
  * Three tasks are spawned, then the executor runs. Each task yields three
  * times (yield_now: wake yourself, answer Pending) and then finishes, so

@@ -1,7 +1,11 @@
 /* timer_storm.c - stage 05's traced example: many tasks, many timers.
  *
- *   make trace STAGE=5 EXAMPLE=timer_storm            your timer wheel (labs/)
- *   make trace STAGE=5 EXAMPLE=timer_storm TARGET=solutions
+ *   make trace STAGE=5 EXAMPLE=timer_storm                    your timer wheel (labs/)
+ *   make trace STAGE=5 EXAMPLE=timer_storm TARGET=path/to/tree   another tree like labs/
+ *
+ * Your stage 05 must run; an earlier stage of yours that make grade would
+ * replace (a skeleton, or one that fails its tests) is the reference's here
+ * too, and one line says so (docs/tracing.md).
  *
  * Twenty-four tasks each sleep four times, for 2 to 12 ms each time (a fixed
  * pseudo-random sequence, so every run is the same storm), on one executor

@@ -1,8 +1,12 @@
 /* busy_and_thief.c - stage 07's traced example: one worker busy, the other
  * stealing from it.
  *
- *   make trace STAGE=7 EXAMPLE=busy_and_thief                your runtime (labs/)
- *   make trace STAGE=7 EXAMPLE=busy_and_thief TARGET=solutions
+ *   make trace STAGE=7 EXAMPLE=busy_and_thief                    your runtime (labs/)
+ *   make trace STAGE=7 EXAMPLE=busy_and_thief TARGET=path/to/tree   another tree like labs/
+ *
+ * Your stage 07 must run; an earlier stage of yours that make grade would
+ * replace (a skeleton, or one that fails its tests) is the reference's here
+ * too, and one line says so (docs/tracing.md).
  *
  * Two workers. The main thread blocks on a root task; the root arrives
  * through the injector, so one worker (call it A) pulls it from there. Its
