@@ -84,7 +84,7 @@ def private_dirs(home, readonly=()):
 # the few files of /etc the C library reads, and harmless devices.
 ROOT_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 ROOT_ETC = ("ld.so.cache", "ld.so.conf", "hosts", "host.conf", "nsswitch.conf", "gai.conf", "localtime",
-            "services", "protocols")
+            "services", "protocols", "alternatives")   # alternatives: where /usr/bin/cc and the like point
 ROOT_DEVICES = ("null", "zero", "full", "random", "urandom")
 ROOT_SIZE = 4 << 20   # bytes of the tmpfs that holds the root's own folders (mount points only)
 
@@ -117,7 +117,10 @@ def minimal_root(root, binds, cwd):
         os.mkdir(f"{root}/{d}", 0o755)
     _bind("/usr", f"{root}/usr")
     for name in ROOT_ETC:
-        if os.path.isfile(f"/etc/{name}"):
+        if os.path.isdir(f"/etc/{name}"):
+            os.mkdir(f"{root}/etc/{name}", 0o755)
+            _bind(f"/etc/{name}", f"{root}/etc/{name}")
+        elif os.path.isfile(f"/etc/{name}"):
             os.close(os.open(f"{root}/etc/{name}", os.O_CREAT | os.O_WRONLY, 0o644))
             _bind(os.path.realpath(f"/etc/{name}"), f"{root}/etc/{name}")
     for name in ROOT_DEVICES:
