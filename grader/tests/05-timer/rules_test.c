@@ -1,0 +1,214 @@
+/* rules_test.c - rules of stages 01 and 02 where they come back in the
+ * time driver, forced rather than hoped for.
+ *
+ * Wake outside every lock (time_driver.h contract 2): timers fire inside
+ * timer_wheel_advance, under the driver's mutex; their wakers must be woken
+ * after it is released. The wake-under-lock detector of stages 01 and 04
+ * counts the wrapped locks the parking thread holds at every wake, for one
+ * timer and for more timers than one batch holds.
+ *
+ * Unpark on an earlier deadline (time_driver.h contract 3): the owner parks
+ * on a gate, an inner driver of the test's that records the timeout it was
+ * given and stays parked until it is unparked. The owner sleeps until a
+ * later timer's deadline, or until its caller's timeout, or for ever; a
+ * timer registered from the test's thread with an earlier deadline must
+ * unpark the gate. The clock reads 1,000 s, not 0: a park-until kept as a
+ * time relative to now compares as earlier than every absolute deadline.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "explore.h"
+#include "stage05.h"
+
+LAB_SUITE(timer_rules, 10);
+
+/* ---- wake outside every lock ---------------------------------------------------- */
+
+LAB_TEST(timer_rules, fire_wakes_outside_every_lock, 5)
+{
+    enum { N = 40 }; /* more than a batch of 32 */
+    for (int mode = 0; mode < 2; mode++) {
+        unsigned n = mode == 0 ? 1 : N;
+        struct virtual_clock *vc = virtual_clock_new(ORIGIN_NS);
+        cr_assert_not_null(vc, "virtual_clock_new failed");
+        struct time_driver *td = time_driver_new(virtual_clock_driver(vc));
+        cr_assert_not_null(td, "time_driver_new returned NULL");
+        struct time_timer t[N];
+        struct explore_waker *ew[N];
+        for (unsigned i = 0; i < n; i++) {
+            time_timer_init(&t[i]);
+            ew[i] = explore_waker_new("timer");
+            struct waker w = explore_waker_get(ew[i]);
+            cr_assert_not(time_timer_poll(td, &t[i], ORIGIN_NS + (1 + i % 5) * MS_NS, &w),
+                          "a timer 1 to 5 ms away was fired at once");
+        }
+        lab_sync_reset();
+        lab_sync_track(true);
+        if (mode == 0) {
+            virtual_clock_advance(vc, 10 * MS_NS);
+            driver_park(time_driver_driver(td), 0);  /* contract 5: a zero-timeout park fires what is due */
+        } else {
+            driver_park(time_driver_driver(td), DRIVER_PARK_FOREVER);  /* the clock jumps to the first */
+            for (int i = 0; i < 10 && time_driver_test_timers(td) > 0; i++)
+                driver_park(time_driver_driver(td), DRIVER_PARK_FOREVER);
+        }
+        lab_sync_track(false);
+        const char *v = lab_sync_wake_under_lock();
+        for (unsigned i = 0; i < n; i++)
+            cr_assert_eq(explore_waker_woken(ew[i]), 1u, "timer %u of %u, due, was woken %u times by the parks "
+                         "that advanced past its deadline, not once (time_driver.h contract 2)", i + 1, n,
+                         explore_waker_woken(ew[i]));
+        cr_assert_null(v, "%u timer(s) fired by a park: %s (time_driver.h contract 2: their wakers are woken "
+                       "after the wheel's mutex is released). The next hint: make hint STAGE=5 "
+                       "ITEM=wake-outside-every-lock", n, v);
+        time_driver_free(td);
+        virtual_clock_free(vc);
+        for (unsigned i = 0; i < n; i++) {
+            cr_assert_eq(explore_waker_live(ew[i]), 1, "the time driver kept a reference to a fired timer's waker");
+            explore_waker_free(ew[i]);
+        }
+    }
+}
+
+/* ---- unpark on an earlier deadline --------------------------------------------------- */
+
+/* An inner driver whose time is a number and whose park waits for an
+ * unpark, however long its timeout (2 s of real time at most). */
+struct gate {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    bool token, parked;
+    int64_t timeout;      /* the last park's */
+    unsigned parks, unparks;
+    _Atomic uint64_t now;
+};
+
+static bool gate_park(void *self, int64_t timeout_ns)
+{
+    struct gate *g = self;
+    pthread_mutex_lock(&g->m);
+    g->timeout = timeout_ns;
+    g->parks++;
+    g->parked = true;
+    pthread_cond_broadcast(&g->cv);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    while (!g->token)
+        if (pthread_cond_timedwait(&g->cv, &g->m, &until) != 0)
+            break;
+    bool token = g->token;
+    g->token = false;
+    g->parked = false;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->m);
+    return token;
+}
+
+static void gate_unpark(void *self)
+{
+    struct gate *g = self;
+    pthread_mutex_lock(&g->m);
+    g->token = true;
+    g->unparks++;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->m);
+}
+
+static uint64_t gate_now(void *self)
+{
+    struct gate *g = self;
+    return atomic_load(&g->now);
+}
+
+static const struct driver_vtable gate_vtable = { .park = gate_park, .unpark = gate_unpark, .now = gate_now };
+
+struct owner {
+    struct time_driver *td;
+    int64_t timeout;     /* the owner's park timeout */
+};
+
+static void *owner_parks(void *arg)
+{
+    struct owner *o = arg;
+    driver_park(time_driver_driver(o->td), o->timeout);
+    return NULL;
+}
+
+/* Waits (1 s at most) until the gate's parked flag is `parked`. */
+static bool gate_wait(struct gate *g, bool parked)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_mutex_lock(&g->m);
+    while (g->parked != parked)
+        if (pthread_cond_timedwait(&g->cv, &g->m, &until) != 0)
+            break;
+    bool ok = g->parked == parked;
+    pthread_mutex_unlock(&g->m);
+    return ok;
+}
+
+static void earlier_unparks(int64_t owner_timeout, uint64_t later_ns, const char *how)
+{
+    struct gate g = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+    atomic_init(&g.now, ORIGIN_NS);
+    struct time_driver *td = time_driver_new((struct driver){ .vtable = &gate_vtable, .self = &g });
+    cr_assert_not_null(td, "time_driver_new returned NULL");
+    struct counting_waker *cw = counting_waker_new("timer");
+    struct waker w = counting_waker_get(cw);
+    struct time_timer later, earlier;
+    time_timer_init(&later);
+    time_timer_init(&earlier);
+    if (later_ns)
+        cr_assert_not(time_timer_poll(td, &later, ORIGIN_NS + later_ns, &w), "a timer %llu ms away fired at once",
+                      (unsigned long long)(later_ns / MS_NS));
+    struct owner o = { .td = td, .timeout = owner_timeout };
+    pthread_t th;
+    pthread_create(&th, NULL, owner_parks, &o);
+    bool parked = gate_wait(&g, true);
+    if (parked) {
+        pthread_mutex_lock(&g.m);
+        unsigned before = g.unparks;
+        int64_t t = g.timeout;
+        pthread_mutex_unlock(&g.m);
+        lab_note("%s: the owner parked the inner driver for %lld ns", how, (long long)t);
+        cr_assert_not(time_timer_poll(td, &earlier, ORIGIN_NS + MS_NS, &w), "a timer 1 ms away fired at once");
+        bool back = gate_wait(&g, false);
+        pthread_mutex_lock(&g.m);
+        unsigned after = g.unparks;
+        pthread_mutex_unlock(&g.m);
+        if (!back)
+            gate_unpark(&g); /* let the owner out before failing */
+        pthread_join(th, NULL);
+        cr_assert(after > before && back, "%s (inner park %lld ns), another thread registered a timer 1 ms away, "
+                  "earlier than the deadline the owner sleeps until, and the inner driver was not unparked: the "
+                  "owner would sleep past it (time_driver.h contract 3; compare the new deadline with the absolute "
+                  "time the owner sleeps until, whatever that is: a timer's deadline, the caller's timeout, or for "
+                  "ever). The next hint: make hint STAGE=5 ITEM=earlier-deadline-unparks", how, (long long)t);
+    } else {
+        gate_unpark(&g);
+        pthread_join(th, NULL);
+        cr_assert_fail("%s: the owner's park never reached the inner driver within 1 s", how);
+    }
+    time_timer_cancel(td, &earlier);
+    time_timer_cancel(td, &later);
+    time_driver_free(td);
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "a cancelled timer's waker was kept: %ld references live",
+                 counting_waker_counts(cw).live);
+    counting_waker_free(cw);
+}
+
+LAB_TEST(timer_rules, earlier_deadline_unparks_a_timed_park, 10)
+{
+    earlier_unparks(DRIVER_PARK_FOREVER, 10 * SEC_NS, "the owner parked until a timer 10 s away");
+    earlier_unparks((int64_t)(5 * SEC_NS), 0, "the owner parked for its caller's 5 s timeout, no timer armed");
+    earlier_unparks((int64_t)(5 * SEC_NS), 10 * SEC_NS, "the owner parked for its caller's 5 s timeout, a timer "
+                    "10 s away");
+    earlier_unparks(DRIVER_PARK_FOREVER, 0, "the owner parked for ever, no timer armed");
+}
