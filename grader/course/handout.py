@@ -72,7 +72,7 @@ def reference_objects(out, build_dir):
                 raise SystemExit(f"handout: the reference tests of {sp.stage.name} ({variant}) do not build")
             dest = out / "grader" / "reference" / sp.stage.name
             dest.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(binary, dest / f"tests-{variant}")
+            _ship_without_debug(binary, dest / f"tests-{variant}")
             os.chmod(dest / f"tests-{variant}", 0o755)
     for stage in stages:
         # the stage's files as handed out: the grader compiles its tests
@@ -90,7 +90,17 @@ def reference_objects(out, build_dir):
             dest.mkdir(parents=True, exist_ok=True)
             for src in stage.sources:
                 obj = b.compile(ROOT / "solutions" / stage.name / src, variant, dirs, werror=True).obj
-                shutil.copyfile(obj, dest / (pathlib.Path(src).stem + ".o"))
+                _ship_without_debug(obj, dest / (pathlib.Path(src).stem + ".o"))
+
+
+def _ship_without_debug(src, dest):
+    """A reference object or binary as the handout ships it: its symbols
+    (the gate reads what the reference defines and calls) but no DWARF,
+    which printed the reference's private structs field by field, its line
+    numbers and the instructors' paths (the red-team pass of issue 25)."""
+    proc = subprocess.run(["strip", "--strip-debug", "-o", str(dest), str(src)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"handout: strip {src.name}: {proc.stderr.strip()[:200]}")
 
 
 CLASSROOM_README = """\

@@ -405,10 +405,14 @@ def check_object(obj, source_name, allow, variant="plain"):
             raise Refused(f"{source_name} defines `{sym}`, which is not a function of this stage's API: make a "
                           "helper of your own static; the grader's, Criterion's and the allocator's names are theirs")
     for sym in sorted(_nm(obj, "--undefined-only")):
-        if sym in allow.uses or ATOMIC_LIBCALL.match(sym) or not CHECK_CALLS:
+        if (sym in allow.uses or ATOMIC_LIBCALL.match(sym) or not CHECK_CALLS) and not (
+                sym.startswith("lab_") and sym != "lab_todo"):
             continue
         if variant == "tsan" and sym.startswith("__tsan_"):
             continue   # the sanitizer's instrumentation
+        if sym.startswith("lab_") and sym != "lab_todo":
+            raise Refused(f"{source_name} uses `{sym}`, which belongs to the grader's harness: code under test "
+                          "only ever calls lab_todo (through LAB_TODO)")
         raise Refused(f"{source_name} uses `{sym}`, which this stage's code has no reason to call (the grader "
                       "allows the libc and pthread calls of the lab, and the earlier stages' and common/'s APIs)")
     out = subprocess.run(["readelf", "-S", "-W", str(obj)], capture_output=True, text=True, timeout=60).stdout

@@ -103,10 +103,18 @@ def reads_the_cycle_counter(tree):
                   "static unsigned long long (*keep_now)(void) __attribute__((used)) = now;\n")
 
 
+def anchors_on_the_harness_data(tree):
+    """The independent red-team's forge started from &lab_todo_record_fd,
+    which common/lab_todo.h declares: an address in the harness's data,
+    from which the masked nonce lies at fixed offsets."""
+    _append(tree, '\n#include "lab_todo.h"\nstatic const void *anchor(void) { return &lab_todo_record_fd; }\n'
+                  "static const void *(*keep_anchor)(void) __attribute__((used)) = anchor;\n")
+
+
 ATTACKS = [criterion_override, forged_end, constructor, include_reference, include_dev_zero, symlink_reference,
            symlinked_stage_folder,
            inline_asm, hide_from_tsan, reads_environment, incbin_behind_a_line_marker, directive_in_a_section_name,
-           ifunc_resolver, times_the_forcing_hooks, reads_the_cycle_counter]
+           ifunc_resolver, times_the_forcing_hooks, reads_the_cycle_counter, anchors_on_the_harness_data]
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])
