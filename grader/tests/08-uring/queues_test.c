@@ -1,11 +1,11 @@
 /* queues_test.c - stage 08: a full submission queue and an overflowing
  * completion queue lose nothing (ring.h contract 3).
  *
- * A ring of 4 SQEs (so 8 CQEs) carries 64 receives: starting them fills the
- * SQ sixteen times over; then the test's thread sends a byte to each peer,
- * and the kernel completes all 64 in task work as each send returns: 8 CQEs
- * fit in the ring, 56 wait on the kernel's overflow list. One park must
- * dispatch all 64. */
+ * A ring of 8 SQEs (so 16 CQEs) carries 64 receives: starting them fills
+ * the SQ eight times over; then the test's thread sends a byte to each
+ * peer, and the kernel completes all 64 in task work as each send returns:
+ * 16 CQEs fit in the ring, 48 wait on the kernel's overflow list. One park
+ * must dispatch all 64. */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,7 +53,7 @@ static void finish(struct ring *r, struct reads *x, bool one_park)
         for (int i = 0; i < N; i++)
             missing += counting_waker_woken(x->cw[i]) == 0;
         cr_assert_eq(missing, 0, "after one park, %u of %d completed receives had woken nobody: %d completions "
-                     "on a completion queue of 8 entries overflow, and the kernel keeps the rest aside until "
+                     "on a completion queue of 16 entries overflow, and the kernel keeps the rest aside until "
                      "asked; a park dispatches every CQE there is, the overflowed ones included, and gives "
                      "back exactly the entries it copied (ring.h contract 3)", missing, N, N);
     } else {
@@ -77,7 +77,7 @@ static void finish(struct ring *r, struct reads *x, bool one_park)
 
 LAB_TEST(queues, more_ops_than_sq_entries, 10)
 {
-    struct ring *r = ring_or_skip(4, N + 4);
+    struct ring *r = ring_or_skip(8, N + 4);
     static struct reads x;
     start(r, &x);
     finish(r, &x, false);
@@ -86,7 +86,7 @@ LAB_TEST(queues, more_ops_than_sq_entries, 10)
 
 LAB_TEST(queues, cq_overflow_loses_nothing, 10)
 {
-    struct ring *r = ring_or_skip(4, N + 4);
+    struct ring *r = ring_or_skip(8, N + 4);
     static struct reads x;
     start(r, &x);
     driver_park(ring_driver(r), 0); /* all 64 submitted */
