@@ -62,13 +62,14 @@ struct ring {
     struct op *ops;        /* the slab: max_ops slots, never moved */
     unsigned max_ops;
     uint32_t free_head;    /* a free list through next_free; max_ops: none */
-    /* BEGIN STUDENT FIELDS: the eventfd and the 8 bytes its read fills; the state word; the counters of ring_test_stats (docs/08-uring.md#the-ring-driver) */
+    unsigned ops_live, orphans;  /* slots in use (orphans included), orphans */
+    uint64_t sqes, cancels;      /* SQEs queued for operations, cancels queued */
+    /* BEGIN STUDENT FIELDS: the eventfd and the 8 bytes its read fills; the state word; the enter and unpark counters of ring_test_stats (docs/08-uring.md#the-ring-driver) */
     int efd;
     uint64_t efd_val;      /* the kernel's while the wake read is submitted */
     atomic_int state;      /* EMPTY, PARKED or NOTIFIED (above) */
-    unsigned ops_live, orphans;                 /* the owner's: plain */
-    uint64_t sqes, cancels, enters;             /* the owner's: plain */
-    atomic_uint_fast64_t wake_writes;           /* any thread: a statistic, relaxed */
+    uint64_t enters;       /* the owner's: plain */
+    atomic_uint_fast64_t wake_writes;  /* any thread: a statistic, relaxed */
     /* END STUDENT */
 };
 
@@ -85,12 +86,14 @@ static ring_op_id id_of(struct ring *r, struct op *o)
     return ((uint64_t)o->gen << 32) | (uint64_t)(o - r->ops);
 }
 
-static void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t flags);
-static void prep_wake_read(struct ring *r);
+/* Everything but the driver is the owner's alone (ring.h, Threads): the
+ * slab and the counters above are plain fields, and no lock is needed. */
+static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t flags);
+static inline void prep_wake_read(struct ring *r);
 
 /* quote: get-sqe */
 /* A free SQE: the queue is never too full to take one (contract 3). */
-static struct io_uring_sqe *get_sqe(struct ring *r)
+static inline struct io_uring_sqe *get_sqe(struct ring *r)
 {
     /* BEGIN STUDENT: ring.h contract 3: io_uring_get_sqe says NULL when the queue is full; what makes room, and what if the kernel says -EBUSY? (docs/08-uring.md#a-full-submission-queue) */
     for (;;) {
@@ -116,8 +119,9 @@ static struct io_uring_sqe *get_sqe(struct ring *r)
 }
 /* end quote: get-sqe */
 
-/* BEGIN STUDENT HIDDEN */
-static void push_res(struct op *o, int32_t res)
+/* A completion onto the operation's FIFO (it grows; out of memory while
+ * holding the kernel's answer, there is nowhere to put it). */
+static inline void push_res(struct op *o, int32_t res)
 {
     if (o->nres == o->res_cap) {
         unsigned cap = o->res_cap ? o->res_cap * 2 : 4;
@@ -135,8 +139,11 @@ static void push_res(struct op *o, int32_t res)
     o->nres++;
 }
 
-static void prep_op(struct ring *r, struct op *o, size_t off, size_t len)
+/* quote: prep-op */
+/* The operation's SQE, for len bytes of its buffer from off. */
+static inline void prep_op(struct ring *r, struct op *o, size_t off, size_t len)
 {
+    /* BEGIN STUDENT: ring.h contract 2 and the slab: which prep for each kind (a multishot accept for RING_ACCEPT_MULTI), and which user_data brings its CQE back to this slot and no other (docs/08-uring.md#the-slab) */
     struct io_uring_sqe *sqe = get_sqe(r);
     switch (o->kind) {
     case RING_RECV:
@@ -152,11 +159,12 @@ static void prep_op(struct ring *r, struct op *o, size_t off, size_t len)
     io_uring_sqe_set_data64(sqe, id_of(r, o));
     o->in_flight = true;
     r->sqes++;
+    /* END STUDENT */
 }
-/* END STUDENT */
+/* end quote: prep-op */
 
 /* quote: free-op */
-static void free_op(struct ring *r, struct op *o)
+static inline void free_op(struct ring *r, struct op *o)
 {
     /* BEGIN STUDENT: the slot back on the free list, its id stale, everything it owns freed, the descriptors it holds closed (docs/08-uring.md#the-slab) */
     if (o->kind == RING_ACCEPT_MULTI)
@@ -183,7 +191,7 @@ static void free_op(struct ring *r, struct op *o)
 
 /* quote: dispatch */
 /* One CQE, copied out of the ring. */
-static void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t flags)
+static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t flags)
 {
     /* BEGIN STUDENT: ring.h contracts 1, 2 and 5: the wake read, a cancel's own CQE, a stale id; then, for an operation: is it still the kernel's, whom to wake, and what an orphan's completion frees or closes (docs/08-uring.md#dispatching-a-completion) */
     if (ud == UD_WAKE) {
@@ -212,7 +220,7 @@ static void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t flags)
 
 /* quote: reap */
 /* Every CQE there is (contract 3). */
-static void reap(struct ring *r)
+static inline void reap(struct ring *r)
 {
     /* BEGIN STUDENT: ring.h contract 3: copy a batch out, give the slots back, dispatch; until none is left, the overflowed ones included (docs/08-uring.md#cq-overflow) */
     for (;;) {
@@ -241,14 +249,15 @@ static void reap(struct ring *r)
 }
 /* end quote: reap */
 
-/* BEGIN STUDENT HIDDEN */
-static void prep_wake_read(struct ring *r)
+/* The eventfd's read, queued: an unpark's write completes it (contract 4). */
+static inline void prep_wake_read(struct ring *r)
 {
+    /* BEGIN STUDENT: ring.h contract 4: an 8-byte read of the eventfd into the ring's own field, with the user_data that says "wake" (docs/08-uring.md#the-ring-driver) */
     struct io_uring_sqe *sqe = get_sqe(r);
     io_uring_prep_read(sqe, r->efd, &r->efd_val, sizeof r->efd_val, 0);
     io_uring_sqe_set_data64(sqe, UD_WAKE);
+    /* END STUDENT */
 }
-/* END STUDENT */
 
 int ring_op_start(struct ring *r, enum ring_op_kind kind, int fd, const void *data, size_t len, ring_op_id *id)
 {
@@ -256,7 +265,10 @@ int ring_op_start(struct ring *r, enum ring_op_kind kind, int fd, const void *da
         return -ENOMEM;
     void *buf = NULL;
     if (kind != RING_ACCEPT_MULTI) {
-        buf = malloc(len ? len : 1);
+        /* calloc, not malloc: Valgrind does not see the kernel write
+         * through the ring, and would call a malloc'ed buffer's received
+         * bytes uninitialised (docs/08-uring.md#freeing-the-ring) */
+        buf = calloc(1, len ? len : 1);
         if (!buf)
             return -ENOMEM;
         if (kind == RING_SEND && len)
