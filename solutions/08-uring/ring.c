@@ -2,12 +2,15 @@
  *
  * liburing does the ring's plumbing: io_uring_queue_init maps the two
  * queues, io_uring_get_sqe hands out a free submission entry, the prep
- * helpers fill it, io_uring_submit publishes the SQ tail (a release store)
- * and calls io_uring_enter, io_uring_peek_batch_cqe reads the CQ tail (an
- * acquire load) and io_uring_cq_advance publishes the head (a release
- * store). Those are the ring's memory barriers (liburing/barrier.h): this
- * file never writes one. What it owns is the question the barriers cannot
- * answer: whose is the buffer now?
+ * helpers fill it, io_uring_submit stores the SQ tail and calls
+ * io_uring_enter (a plain store: the kernel reads the tail in this
+ * thread's own syscall; a release store only under SQPOLL, where a kernel
+ * thread reads it), io_uring_peek_batch_cqe reads the CQ tail (an acquire
+ * load) and io_uring_cq_advance publishes the head (a release store).
+ * Those are the ring's memory barriers (liburing/barrier.h; liburing 2.3's
+ * src/queue.c and src/include/liburing.h, docs/08-uring.md#what-liburing-hides):
+ * this file never writes one. What it owns is the question the barriers
+ * cannot answer: whose is the buffer now?
  *
  * The driver's state word is stage 06's (Tokio's park.rs has the same three
  * states), with the eventfd read submitted on the ring instead of the
