@@ -35,7 +35,7 @@ static struct uring_stream *accept_one(struct ring *r, struct uring_listener *l,
     park_until(r, accepted, &ac);
     cr_assert(ac.ready, "client %d connected and was not accepted after 2 s of parks: a multishot accept must "
               "stay submitted while its completions carry IORING_CQE_F_MORE (ring.h contract 2)", client);
-    cr_assert_eq(ac.res.err, 0, "accept of client %d failed: %s", client, strerror(-ac.res.err));
+    cr_assert_eq(ac.res.err, 0, "accept of client %d failed: %s (ring.h contract 2)", client, strerror(-ac.res.err));
     uring_accept_drop(&a);
     return ac.res.stream;
 }

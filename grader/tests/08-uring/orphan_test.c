@@ -43,7 +43,7 @@ LAB_TEST(orphan, drop_then_data_arrives, 10)
     memset(dst, 0x5A, sizeof dst);
     struct uring_read rd = uring_read(s, dst, sizeof dst);
     ssize_t n = 0;
-    cr_assert_eq(uring_read_poll(&rd, &cx, &n), POLL_PENDING, "a read on an empty socket was Ready (%zd)", n);
+    cr_assert_eq(uring_read_poll(&rd, &cx, &n), POLL_PENDING, "a read on an empty socket was Ready (%zd): Pending until its CQE (ring.h contract 5)", n);
     driver_park(ring_driver(r), 0); /* submitted: the kernel holds the buffer now */
     uring_read_drop(&rd);
     struct ring_stats st = ring_test_stats(r);
@@ -99,7 +99,7 @@ LAB_TEST(orphan, drop_pending_read_is_cancelled, 10)
     struct waker w = noop_waker();
     struct context cx = context_from_waker(&w);
     ssize_t n;
-    cr_assert_eq(uring_read_poll(&rd, &cx, &n), POLL_PENDING, "a read on an empty socket was Ready (%zd)", n);
+    cr_assert_eq(uring_read_poll(&rd, &cx, &n), POLL_PENDING, "a read on an empty socket was Ready (%zd): Pending until its CQE (ring.h contract 5)", n);
     driver_park(ring_driver(r), 0);
     uring_read_drop(&rd);
     struct ring_stats st = ring_test_stats(r);
@@ -111,7 +111,7 @@ LAB_TEST(orphan, drop_pending_read_is_cancelled, 10)
     cr_assert_eq(st.orphans, 0, "a dropped read on a socket that never receives a byte was still an orphan after "
                  "2 s of parks: the drop must queue an IORING_OP_ASYNC_CANCEL for it, or its completion never "
                  "comes (ring.h contract 1)");
-    cr_assert_eq(st.ops, 0, "the orphan's slot was not freed after its last completion (%u in use)", st.ops);
+    cr_assert_eq(st.ops, 0, "the orphan's slot was not freed after its last completion (%u in use; ring.h contract 1)", st.ops);
     uring_stream_close(s);
     close(sv[1]);
     ring_free_checked(r);
@@ -128,7 +128,7 @@ LAB_TEST(orphan, drop_after_completion_frees_at_once, 10)
     struct waker w = noop_waker();
     struct context cx = context_from_waker(&w);
     ssize_t n;
-    cr_assert_eq(uring_read_poll(&rd, &cx, &n), POLL_PENDING, "a read on an empty socket was Ready (%zd)", n);
+    cr_assert_eq(uring_read_poll(&rd, &cx, &n), POLL_PENDING, "a read on an empty socket was Ready (%zd): Pending until its CQE (ring.h contract 5)", n);
     driver_park(ring_driver(r), 0);
     cr_assert(raw_send_all(sv[1], "x", 1), "the test's peer could not send");
     driver_park(ring_driver(r), 0); /* the completion is dispatched; nobody polls it */
@@ -137,7 +137,7 @@ LAB_TEST(orphan, drop_after_completion_frees_at_once, 10)
     cr_assert_eq(st.orphans, 0, "a read dropped after its completion came became an orphan: nothing more will "
                  "come from the kernel, so it is freed at once (ring.h contract 1)");
     cr_assert_eq(st.cancels, 0, "a read dropped after its completion came queued a cancel (ring.h contract 1)");
-    cr_assert_eq(st.ops, 0, "a read dropped after its completion kept its slot (%u in use)", st.ops);
+    cr_assert_eq(st.ops, 0, "a read dropped after its completion kept its slot (%u in use; ring.h contract 1)", st.ops);
     uring_stream_close(s);
     close(sv[1]);
     ring_free_checked(r);
@@ -157,12 +157,12 @@ LAB_TEST(orphan, ring_free_waits_for_orphans, 10)
         s[i] = uring_stream_new(r, sv[i][0]);
         rd[i] = uring_read(s[i], dst[i], sizeof dst[i]);
         ssize_t n;
-        cr_assert_eq(uring_read_poll(&rd[i], &cx, &n), POLL_PENDING, "a read on an empty socket was Ready");
+        cr_assert_eq(uring_read_poll(&rd[i], &cx, &n), POLL_PENDING, "a read on an empty socket was Ready: Pending until its CQE (ring.h contract 5)");
     }
     driver_park(ring_driver(r), 0);
     for (int i = 0; i < 4; i++)
         uring_read_drop(&rd[i]);
-    cr_assert_eq(ring_test_stats(r).orphans, 4, "four reads dropped in flight; expected four orphans");
+    cr_assert_eq(ring_test_stats(r).orphans, 4, "four reads dropped in flight; expected four orphans (ring.h contract 1)");
     ring_free(r); /* must wait for the four last completions, then free the buffers (Valgrind: no leak) */
     for (int i = 0; i < 4; i++) {
         uring_stream_close(s[i]);

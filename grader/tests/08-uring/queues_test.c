@@ -68,7 +68,7 @@ static void finish(struct ring *r, struct reads *x, bool one_park)
                   "read %d of %d: %s with %zd; expected Ready with its 1 byte: a completion or a submission "
                   "was lost (ring.h contract 3)", i, N, p == POLL_READY ? "Ready" : "Pending", n);
         uring_read_drop(&x->rd[i]);
-        cr_assert_eq(counting_waker_counts(x->cw[i]).live, 1, "a reader's waker is still held");
+        cr_assert_eq(counting_waker_counts(x->cw[i]).live, 1, "a reader's waker is still held after its completion (ring.h contract 5)");
         counting_waker_free(x->cw[i]);
         uring_stream_close(x->s[i]);
         close(x->sv[i][1]);

@@ -35,7 +35,7 @@ LAB_TEST(ring_driver, unpark_interrupts_untimed_park, 10)
         uint64_t t0 = monotonic_ns();
         bool token = driver_park(ring_driver(r), DRIVER_PARK_FOREVER);
         uint64_t waited = monotonic_ns() - t0;
-        cr_assert(token || waited < 5 * MS_NS, "park %u returned false after %llu ms", i + 1,
+        cr_assert(token || waited < 5 * MS_NS, "park %u returned false after %llu ms (ring.h contract 4)", i + 1,
                   (unsigned long long)(waited / MS_NS));
         if (!token) { /* a spurious return: allowed, park again */
             i--;
@@ -44,7 +44,7 @@ LAB_TEST(ring_driver, unpark_interrupts_untimed_park, 10)
     }
     pthread_join(t, NULL);
     struct ring_stats st = ring_test_stats(r);
-    cr_assert_geq(st.wake_writes, 1, "three parks with no timeout ended, and unpark never wrote the eventfd");
+    cr_assert_geq(st.wake_writes, 1, "three parks with no timeout ended, and unpark never wrote the eventfd (ring.h contract 4)");
     ring_free_checked(r);
 }
 
@@ -56,13 +56,13 @@ LAB_TEST(ring_driver, unpark_before_park_is_kept, 10)
     uint64_t t0 = monotonic_ns();
     cr_assert(driver_park(d, DRIVER_PARK_FOREVER), "an unpark before park was lost: park must return at once, "
               "true (ring.h contract 4)");
-    cr_assert_lt(monotonic_ns() - t0, 500 * MS_NS, "park with a token waited");
+    cr_assert_lt(monotonic_ns() - t0, 500 * MS_NS, "park with a token waited: the token ends it at once (ring.h contract 4)");
     driver_unpark(d);
     driver_unpark(d);
-    cr_assert(driver_park(d, DRIVER_PARK_FOREVER), "two unparks before park: park must return true");
+    cr_assert(driver_park(d, DRIVER_PARK_FOREVER), "two unparks before park: park must return true (ring.h contract 4)");
     t0 = monotonic_ns();
     bool again = driver_park(d, 20 * MS_NS);
-    cr_assert(!again || monotonic_ns() - t0 < 5 * MS_NS, "two unparks left two tokens; two are one (driver.h)");
+    cr_assert(!again || monotonic_ns() - t0 < 5 * MS_NS, "two unparks left two tokens; two are one (ring.h contract 4)");
     cr_assert_eq(ring_test_stats(r).wake_writes, 0, "unparks of a driver that was not parked wrote the eventfd "
                  "%llu times; only an unpark that finds the owner PARKED needs the syscall (ring.h contract 4)",
                  (unsigned long long)ring_test_stats(r).wake_writes);
@@ -80,9 +80,9 @@ LAB_TEST(ring_driver, park_times_out, 10)
     uint64_t waited = monotonic_ns() - t0, cpu = thread_cpu_ns() - cpu0;
     cr_assert_geq(waited, 29 * MS_NS, "park(30 ms) returned after %llu us with nothing to do (ring.h contract 4)",
                   (unsigned long long)(waited / 1000));
-    cr_assert_lt(waited, (uint64_t)SCALED_MS(1000) * MS_NS, "park(30 ms) took %llu ms",
+    cr_assert_lt(waited, (uint64_t)SCALED_MS(1000) * MS_NS, "park(30 ms) took %llu ms: park(t) waits at most t (ring.h contract 4)",
                  (unsigned long long)(waited / MS_NS));
-    cr_assert_lt(cpu, 10 * MS_NS, "park(30 ms) used %llu us of CPU: it must wait in the kernel, not spin",
+    cr_assert_lt(cpu, 10 * MS_NS, "park(30 ms) used %llu us of CPU: it must wait in the kernel, not spin (ring.h contract 4)",
                  (unsigned long long)(cpu / 1000));
     cr_assert_leq(ring_test_stats(r).enters - enters, 1, "park(30 ms) entered the kernel %llu times; expected one "
                   "io_uring_enter that submits and waits (ring.h contract 4)",
@@ -159,15 +159,15 @@ LAB_TEST(ring_driver, timers_and_io_share_one_park, 10)
     void *failed;
     pthread_join(t, &failed);
     cr_assert_null(failed, "the test's sender could not send");
-    cr_assert_eq(got, 1, "the reader got %zd; expected the 1 byte sent", got);
+    cr_assert_eq(got, 1, "the reader got %zd; expected the 1 byte sent (ring.h contract 4)", got);
     cr_assert_lt(read_at - t0, (uint64_t)SCALED_MS(45) * MS_NS, "the byte sent at 10 ms was read at %llu ms, "
                  "behind the 60 ms sleep: a completion must end the park at once (ring.h contract 4)",
                  (unsigned long long)((read_at - t0) / MS_NS));
-    cr_assert_geq(slept - t0, 59 * MS_NS, "the 60 ms sleep ended at %llu ms", (unsigned long long)((slept - t0) / MS_NS));
+    cr_assert_geq(slept - t0, 59 * MS_NS, "the 60 ms sleep ended at %llu ms: never early (ring.h contract 4)", (unsigned long long)((slept - t0) / MS_NS));
     cr_assert_lt(slept - t0, (uint64_t)SCALED_MS(500) * MS_NS, "the 60 ms sleep ended at %llu ms: the park's "
                  "timeout must be the time driver's (ring.h contract 4)", (unsigned long long)((slept - t0) / MS_NS));
     uint64_t parks = ring_test_stats(s.r).enters - enters;
-    cr_assert_leq(parks, 30, "%llu parks entered the kernel for one byte and one timer; a handful expected",
+    cr_assert_leq(parks, 30, "%llu parks entered the kernel for one byte and one timer; a handful expected (ring.h contract 4)",
                   (unsigned long long)parks);
     uring_stream_close(st);
     close(sv[1]);

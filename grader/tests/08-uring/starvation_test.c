@@ -85,7 +85,7 @@ static void read_beside_spinner(bool unpark_each)
     iostack_spawn(&s, future_of(&spinner_vt, &sp));
     iostack_run(&s);
     cr_assert_not(b.send_failed, "the test's peer could not send its byte (the test's own failure)");
-    cr_assert_eq(b.got, 1, "the reader got %zd bytes; expected the 1 byte sent", b.got);
+    cr_assert_eq(b.got, 1, "the reader got %zd bytes; expected the 1 byte sent (ring.h contract 4)", b.got);
     unsigned bound = b.sent_at + TICK_POLLS + 2;
     cr_assert(b.read_at != 0 && b.read_at <= bound,
               "a reader waited beside a task that wakes itself on every poll%s: its completion was in the ring "

@@ -151,7 +151,7 @@ static void echo_round(size_t len, size_t chunk, unsigned delay_ms)
     void *failed;
     pthread_join(t, &failed);
     cr_assert_null(failed, "the test's client could not send everything");
-    cr_assert_eq(err, 0, "the echo server's read ended with %zd (%s); expected 0, end of stream", err,
+    cr_assert_eq(err, 0, "the echo server's read ended with %zd (%s); expected 0, end of stream (uring_tcp.h contract 4)", err,
                  err < 0 ? strerror((int)-err) : "bytes");
     cr_assert_eq(c.got, len, "the client got %zu bytes back of %zu sent (the server wrote %zu): write_all must "
                  "send the rest after a partial send (uring_tcp.h contract 4)", c.got, len, echoed);

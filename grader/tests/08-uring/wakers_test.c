@@ -20,8 +20,8 @@ LAB_TEST(ops, latest_waker_is_woken, 10)
     char dst[16];
     struct uring_read rd = uring_read(s, dst, sizeof dst);
     ssize_t n = 0;
-    cr_assert_eq(uring_read_poll(&rd, &ca, &n), POLL_PENDING, "a read on an empty socket was Ready");
-    cr_assert_eq(uring_read_poll(&rd, &cb, &n), POLL_PENDING, "a read on an empty socket was Ready");
+    cr_assert_eq(uring_read_poll(&rd, &ca, &n), POLL_PENDING, "a read on an empty socket was Ready: Pending until its CQE (ring.h contract 5)");
+    cr_assert_eq(uring_read_poll(&rd, &cb, &n), POLL_PENDING, "a read on an empty socket was Ready: Pending until its CQE (ring.h contract 5)");
     struct waker_counts c = counting_waker_counts(a);
     cr_assert_eq(c.live, 1, "the first poller's waker is still held (%ld references) after a second poll "
                  "registered another: the operation keeps the latest waker only (ring.h contract 5)", c.live);
@@ -36,9 +36,9 @@ LAB_TEST(ops, latest_waker_is_woken, 10)
     cr_assert_eq(c.live, 1, "after the completion woke it, %ld references to the latest waker are alive; "
                  "expected 1 (the test's own): a CQE wakes the registered waker and gives it back "
                  "(ring.h contract 5)", c.live);
-    cr_assert_eq(uring_read_poll(&rd, &cb, &n), POLL_READY, "the read was not Ready after its completion");
-    cr_assert_eq(n, 3, "the read gave %zd; expected the 3 bytes sent", n);
-    cr_assert(memcmp(dst, "abc", 3) == 0, "the read's bytes are not the ones sent");
+    cr_assert_eq(uring_read_poll(&rd, &cb, &n), POLL_READY, "the read was not Ready after its completion (ring.h contract 5)");
+    cr_assert_eq(n, 3, "the read gave %zd; expected the 3 bytes sent (ring.h contract 5)", n);
+    cr_assert(memcmp(dst, "abc", 3) == 0, "the read's bytes are not the ones sent (ring.h contract 5)");
     uring_read_drop(&rd);
     counting_waker_free(a);
     counting_waker_free(b);
@@ -59,7 +59,7 @@ LAB_TEST(ops, orphan_holds_no_waker, 10)
     char dst[16];
     struct uring_read rd = uring_read(s, dst, sizeof dst);
     ssize_t n;
-    cr_assert_eq(uring_read_poll(&rd, &ca, &n), POLL_PENDING, "a read on an empty socket was Ready");
+    cr_assert_eq(uring_read_poll(&rd, &ca, &n), POLL_PENDING, "a read on an empty socket was Ready: Pending until its CQE (ring.h contract 5)");
     driver_park(ring_driver(r), 0);
     uring_read_drop(&rd);
     struct waker_counts c = counting_waker_counts(a);
@@ -69,7 +69,7 @@ LAB_TEST(ops, orphan_holds_no_waker, 10)
     cr_assert(raw_send_all(sv[1], "abc", 3), "the test's peer could not send");
     for (int i = 0; i < 5; i++)
         driver_park(ring_driver(r), 0);
-    cr_assert_eq(counting_waker_woken(a), 0, "the orphan's completion woke the dropped future's waker");
+    cr_assert_eq(counting_waker_woken(a), 0, "the orphan's completion woke the dropped future's waker (ring.h contract 1)");
     counting_waker_free(a);
     uring_stream_close(s);
     close(sv[1]);
