@@ -22,9 +22,8 @@ void require_io_uring(void)
         io_uring_queue_exit(&probe);
         return;
     }
-    lab_cannot_judge("io_uring is not available here (io_uring_setup: %s): stage 08 cannot be judged on this "
-                     "machine; docs/instructors.md#io_uring-where-the-grader-runs says where it can",
-                     strerror(-e));
+    lab_cannot_judge("io_uring is not available here (io_uring_setup: %s); "
+                     "docs/instructors.md#io_uring-where-the-grader-runs says where it is", strerror(-e));
 }
 
 struct ring *ring_or_skip(unsigned sq_entries, unsigned max_ops)
