@@ -49,6 +49,7 @@ command -v make >/dev/null 2>&1 || need="$need make"
 command -v addr2line >/dev/null 2>&1 || need="$need binutils"
 command -v patch >/dev/null 2>&1 || need="$need patch"
 [ -f /usr/include/criterion/criterion.h ] || need="$need libcriterion-dev"
+[ -f /usr/include/liburing.h ] || need="$need liburing-dev"   # stage 08 (grader/rubric/08-uring.toml: libs)
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 have_pytest || need="$need python3-pytest"
 # rubrics are TOML: Python 3.11 reads it; 3.10 needs python3-tomli

@@ -230,7 +230,8 @@ class Assembler:
 
     def _link(self, plan, sp, variant, objs, result):
         """Links result.binaries[variant] from objs (and finds result.reference[variant])."""
-        result.binaries[variant] = self.builder.link(objs, self.work / sp.stage.name / f"tests-{variant}", variant)
+        result.binaries[variant] = self.builder.link(objs, self.work / sp.stage.name / f"tests-{variant}", variant,
+                                                     self.system_libs(plan, sp))
         result.reference[variant] = self.reference_binary(plan, sp, variant) if variant != build.DEBUG else None
 
     def _objects(self, plan, sp, deps, variant):
@@ -245,6 +246,14 @@ class Assembler:
         dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
         return (self.builder.test_objects(tests_dir, variant, dirs, hidden) +
                 [c.obj for c in self.student_objects(plan, sp, code)] + objs + self.builder.common_objects(variant))
+
+    def system_libs(self, plan, sp):
+        """The system libraries (rubric `libs`) of the stage and of every stage
+        it uses, in order, each once: stage 08's -luring, nothing for 01-07."""
+        libs = []
+        for name in sp.closure + [sp.stage.name]:
+            libs += [lib for lib in plan.of(name).stage.libs if lib not in libs]
+        return libs
 
     def reference_binary(self, plan, sp, variant):
         """The stage's public tests linked with the reference of the stage and
@@ -269,7 +278,7 @@ class Assembler:
                 return out
             tmp = out.with_name(f".{out.name}.{threading.get_ident()}")
             try:
-                self.builder.link(objs, tmp, variant)
+                self.builder.link(objs, tmp, variant, self.system_libs(plan, sp))
             except build.BuildError:
                 return None
             tmp.replace(out)   # another grader process may link the same: either copy is the same binary

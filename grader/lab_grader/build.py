@@ -325,10 +325,12 @@ class Builder:
             raise BuildError(f"no tests in {tests_dir}", "", kind="grader")
         return [c.obj for c in each(lambda s: self.compile(s, variant, stage_dirs, werror=True, extra=extra), srcs)]
 
-    def link(self, objects, output, variant):
+    def link(self, objects, output, variant, system_libs=()):
+        """system_libs: names from rubric.LIBS ("uring": -luring), the stage's
+        and those of the stages it uses (Assembler.system_libs)."""
         output = pathlib.Path(output)
         output.parent.mkdir(parents=True, exist_ok=True)
-        libs = ["-lcriterion"] if variant == "plain" else []
+        libs = [f"-l{name}" for name in system_libs] + (["-lcriterion"] if variant == "plain" else [])
         flags = BASE + OPT[variant] + ["-rdynamic", WRAP]
         proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
                            sees=[pathlib.Path(o).parent for o in objects])

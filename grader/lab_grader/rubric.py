@@ -8,6 +8,11 @@ except ImportError:  # Ubuntu 22.04's Python 3.10: the python3-tomli package
     import tomli as tomllib
 
 LANES = ("plain", "race", "valgrind", "tsan", "perf", "quiz")
+# System libraries a rubric may ask for (`libs = ["uring"]`: -luring on the
+# stage's test binaries and on those of every stage that uses it). A short
+# list on purpose: each one is a package in grader/deps.sh, and a name that
+# is not here is a rubric error, never a link flag.
+LIBS = ("uring",)
 
 
 class RubricError(Exception):
@@ -41,6 +46,7 @@ class Stage:
     uses: list         # earlier stages linked in
     items: list
     path: pathlib.Path
+    libs: list = dataclasses.field(default_factory=list)   # system libraries its tests link (-l), from LIBS
 
     @property
     def number(self):
@@ -65,6 +71,10 @@ def load_stage(path):
         if key not in data:
             raise RubricError(f"{where}: missing '{key}'")
     name = data["stage"]
+    libs = list(data.get("libs", []))
+    for lib in libs:
+        if lib not in LIBS:
+            raise RubricError(f"{where}: libs: '{lib}' is not one the grader links (known: {', '.join(LIBS)})")
     if path.stem != name:
         raise RubricError(f"{where}: stage '{name}' does not match the file name")
     items, seen = [], set()
@@ -90,7 +100,7 @@ def load_stage(path):
     if not items:
         raise RubricError(f"{where}: no items")
     return Stage(name=name, title=data["title"], chapter=data["chapter"], sources=list(data["sources"]),
-                 uses=list(data.get("uses", [])), items=items, path=path)
+                 uses=list(data.get("uses", [])), items=items, path=path, libs=libs)
 
 
 def load_hidden(stages, hidden_dir):

@@ -76,7 +76,8 @@ def test_every_test_is_graded_and_every_item_has_tests(stage, tmp_path):
     objs = b.test_objects(GRADER / "tests" / stage.name, "plain", dirs)
     srcs = [ROOT / "solutions" / n / f for n in names for f in by_name[n].sources]
     objs += [b.compile(s, "plain", dirs, werror=True).obj for s in srcs]
-    binary = b.link(objs + b.common_objects("plain"), tmp_path / "t", "plain")
+    libs = [lib for n in names for lib in by_name[n].libs]   # stage 08's -luring (rubric libs)
+    binary = b.link(objs + b.common_objects("plain"), tmp_path / "t", "plain", libs)
     tests = plan.tests_in([GRADER / "tests" / stage.name])
     assert tests, "the stage's test sources define no test"
     # the grader learns test names from its sources, never by running a

@@ -157,7 +157,8 @@ def build(stage, example, target, extra_flags=(), reference=()):
         sys.stderr.write(said)
     if any(rc != 0 for _, rc in logs):
         sys.exit(f"trace: {example.name} did not build against {tree}")
-    proc = subprocess.run([CC, *flags, *map(str, objs), *map(str, prebuilt), "-o", str(binary)],
+    libs = [f"-l{lib}" for lib in stage.libs]   # the rubric's libs: stage 08's -luring
+    proc = subprocess.run([CC, *flags, *map(str, objs), *map(str, prebuilt), "-o", str(binary), *libs],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)

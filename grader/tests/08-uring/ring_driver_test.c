@@ -1,0 +1,207 @@
+/* ring_driver_test.c - stage 08: the ring as a driver (ring.h contract 4). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "stage08.h"
+
+LAB_SUITE(ring_driver, 10);
+
+struct unparker {
+    struct ring *r;
+    unsigned ms;
+    unsigned rounds;
+};
+
+static void *unpark_later(void *arg)
+{
+    struct unparker *u = arg;
+    for (unsigned i = 0; i < u->rounds; i++) {
+        lab_sleep_ms(u->ms);
+        driver_unpark(ring_driver(u->r));
+    }
+    return NULL;
+}
+
+LAB_TEST(ring_driver, unpark_interrupts_untimed_park, 10)
+{
+    struct ring *r = ring_or_skip(8, 16);
+    struct unparker u = { .r = r, .ms = 30, .rounds = 3 };
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, unpark_later, &u), 0, "pthread_create failed");
+    for (unsigned i = 0; i < u.rounds; i++) {
+        uint64_t t0 = monotonic_ns();
+        bool token = driver_park(ring_driver(r), DRIVER_PARK_FOREVER);
+        uint64_t waited = monotonic_ns() - t0;
+        cr_assert(token || waited < 5 * MS_NS, "park %u returned false after %llu ms (ring.h contract 4)", i + 1,
+                  (unsigned long long)(waited / MS_NS));
+        if (!token) { /* a spurious return: allowed, park again */
+            i--;
+            continue;
+        }
+    }
+    pthread_join(t, NULL);
+    struct ring_stats st = ring_test_stats(r);
+    cr_assert_geq(st.wake_writes, 1, "three parks with no timeout ended, and unpark never wrote the eventfd (ring.h contract 4)");
+    ring_free_checked(r);
+}
+
+LAB_TEST(ring_driver, unpark_before_park_is_kept, 10)
+{
+    struct ring *r = ring_or_skip(8, 16);
+    struct driver d = ring_driver(r);
+    driver_unpark(d);
+    uint64_t t0 = monotonic_ns();
+    cr_assert(driver_park(d, DRIVER_PARK_FOREVER), "an unpark before park was lost: park must return at once, "
+              "true (ring.h contract 4)");
+    cr_assert_lt(monotonic_ns() - t0, 500 * MS_NS, "park with a token waited: the token ends it at once (ring.h contract 4)");
+    driver_unpark(d);
+    driver_unpark(d);
+    cr_assert(driver_park(d, DRIVER_PARK_FOREVER), "two unparks before park: park must return true (ring.h contract 4)");
+    t0 = monotonic_ns();
+    bool again = driver_park(d, 20 * MS_NS);
+    cr_assert(!again || monotonic_ns() - t0 < 5 * MS_NS, "two unparks left two tokens; two are one (ring.h contract 4)");
+    cr_assert_eq(ring_test_stats(r).wake_writes, 0, "unparks of a driver that was not parked wrote the eventfd "
+                 "%llu times; only an unpark that finds the owner PARKED needs the syscall (ring.h contract 4)",
+                 (unsigned long long)ring_test_stats(r).wake_writes);
+    ring_free_checked(r);
+}
+
+LAB_TEST(ring_driver, park_times_out, 10)
+{
+    struct ring *r = ring_or_skip(8, 16);
+    struct driver d = ring_driver(r);
+    uint64_t enters = ring_test_stats(r).enters;
+    uint64_t t0 = monotonic_ns();
+    uint64_t cpu0 = thread_cpu_ns();
+    driver_park(d, 30 * MS_NS);
+    uint64_t waited = monotonic_ns() - t0, cpu = thread_cpu_ns() - cpu0;
+    cr_assert_geq(waited, 29 * MS_NS, "park(30 ms) returned after %llu us with nothing to do (ring.h contract 4)",
+                  (unsigned long long)(waited / 1000));
+    cr_assert_lt(waited, (uint64_t)SCALED_MS(1000) * MS_NS, "park(30 ms) took %llu ms: park(t) waits at most t (ring.h contract 4)",
+                 (unsigned long long)(waited / MS_NS));
+    cr_assert_lt(cpu, 10 * MS_NS, "park(30 ms) used %llu us of CPU: it must wait in the kernel, not spin (ring.h contract 4)",
+                 (unsigned long long)(cpu / 1000));
+    cr_assert_leq(ring_test_stats(r).enters - enters, 1, "park(30 ms) entered the kernel %llu times; expected one "
+                  "io_uring_enter that submits and waits (ring.h contract 4)",
+                  (unsigned long long)(ring_test_stats(r).enters - enters));
+    ring_free_checked(r);
+}
+
+/* timers and completions share one park: a task sleeps 30 ms while another
+ * reads a byte a thread sends after 10 ms */
+struct sleeper {
+    struct sleep s;
+    uint64_t *done_ns;
+};
+static enum poll sleeper_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct sleeper *sl = self;
+    if (sleep_poll(&sl->s, cx) == POLL_PENDING)
+        return POLL_PENDING;
+    *sl->done_ns = monotonic_ns();
+    return POLL_READY;
+}
+static void sleeper_drop(void *self) { sleep_drop(&((struct sleeper *)self)->s); }
+static const struct future_vtable sleeper_vt = FUTURE_VTABLE_INIT(struct sleeper, 0, sleeper_poll, sleeper_drop);
+
+struct reader {
+    struct uring_read rd;
+    char buf[8];
+    ssize_t *got;
+    uint64_t *done_ns;
+};
+static enum poll reader_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct reader *rr = self;
+    rr->rd.dst = rr->buf; /* the task's copy of the future: its own buffer */
+    if (uring_read_poll(&rr->rd, cx, rr->got) == POLL_PENDING)
+        return POLL_PENDING;
+    *rr->done_ns = monotonic_ns();
+    return POLL_READY;
+}
+static void reader_drop(void *self) { uring_read_drop(&((struct reader *)self)->rd); }
+static const struct future_vtable reader_vt = FUTURE_VTABLE_INIT(struct reader, 0, reader_poll, reader_drop);
+
+struct sender {
+    int fd;
+    unsigned ms;
+};
+static void *send_later(void *arg)
+{
+    struct sender *s = arg;
+    lab_sleep_ms(s->ms);
+    return send(s->fd, "z", 1, MSG_NOSIGNAL) == 1 ? NULL : (void *)1;
+}
+
+LAB_TEST(ring_driver, timers_and_io_share_one_park, 10)
+{
+    struct iostack s;
+    iostack_new(&s);
+    int sv[2];
+    nb_socketpair(sv);
+    struct uring_stream *st = uring_stream_new(s.r, sv[0]);
+    uint64_t t0 = monotonic_ns(), slept = 0, read_at = 0;
+    ssize_t got = 0;
+    struct sleeper sl = { .s = sleep_for(s.td, 60 * MS_NS), .done_ns = &slept };
+    struct reader rr = { .rd = uring_read(st, NULL, 8), .got = &got, .done_ns = &read_at };
+    iostack_spawn(&s, future_of(&sleeper_vt, &sl));
+    iostack_spawn(&s, future_of(&reader_vt, &rr));
+    struct sender snd = { .fd = sv[1], .ms = 10 };
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, send_later, &snd), 0, "pthread_create failed");
+    uint64_t enters = ring_test_stats(s.r).enters;
+    iostack_run(&s);
+    void *failed;
+    pthread_join(t, &failed);
+    cr_assert_null(failed, "the test's sender could not send");
+    cr_assert_eq(got, 1, "the reader got %zd; expected the 1 byte sent (ring.h contract 4)", got);
+    cr_assert_lt(read_at - t0, (uint64_t)SCALED_MS(45) * MS_NS, "the byte sent at 10 ms was read at %llu ms, "
+                 "behind the 60 ms sleep: a completion must end the park at once (ring.h contract 4)",
+                 (unsigned long long)((read_at - t0) / MS_NS));
+    cr_assert_geq(slept - t0, 59 * MS_NS, "the 60 ms sleep ended at %llu ms: never early (ring.h contract 4)", (unsigned long long)((slept - t0) / MS_NS));
+    cr_assert_lt(slept - t0, (uint64_t)SCALED_MS(500) * MS_NS, "the 60 ms sleep ended at %llu ms: the park's "
+                 "timeout must be the time driver's (ring.h contract 4)", (unsigned long long)((slept - t0) / MS_NS));
+    uint64_t parks = ring_test_stats(s.r).enters - enters;
+    cr_assert_leq(parks, 30, "%llu parks entered the kernel for one byte and one timer; a handful expected (ring.h contract 4)",
+                  (unsigned long long)parks);
+    uring_stream_close(st);
+    close(sv[1]);
+    iostack_free(&s);
+}
+
+/* many threads unpark while the owner parks with and without timeouts */
+struct hammer {
+    struct ring *r;
+    atomic_bool *stop;
+};
+static void *hammer_unpark(void *arg)
+{
+    struct hammer *h = arg;
+    while (!atomic_load_explicit(h->stop, memory_order_relaxed)) {
+        driver_unpark(ring_driver(h->r));
+        lab_spin_pause(64);
+    }
+    return NULL;
+}
+
+LAB_TEST(ring_driver, unpark_from_many_threads, 10)
+{
+    struct ring *r = ring_or_skip(8, 16);
+    atomic_bool stop = false;
+    struct hammer h = { .r = r, .stop = &stop };
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, hammer_unpark, &h), 0, "pthread_create failed");
+    unsigned rounds = lab_scale(2000, 100);
+    for (unsigned i = 0; i < rounds; i++)
+        driver_park(ring_driver(r), i % 3 == 0 ? 0 : (i % 3 == 1 ? (int64_t)MS_NS : DRIVER_PARK_FOREVER));
+    atomic_store_explicit(&stop, true, memory_order_relaxed);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    ring_free_checked(r);
+}

@@ -1,0 +1,74 @@
+/* stage08.h - what the stage 08 tests share (support.c has the code).
+ *
+ * The tests drive the public API only: ring.h and uring_tcp.h, and below
+ * them stage 05's time driver and sleep and stage 03's executor. Every
+ * socket is a socketpair or bound to 127.0.0.1, port 0.
+ *
+ * Every test starts with ring_or_skip (or iostack_new, which calls it):
+ * where the kernel or a seccomp filter refuses io_uring_setup (a kernel
+ * without io_uring, io_uring_disabled, Docker's default profile), the test
+ * ends with lab_cannot_judge in one line, and the item is "not judged",
+ * never failed.
+ */
+#ifndef STAGE08_H
+#define STAGE08_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lab_test.h"
+#include "measure.h"
+#include "wakers.h"
+#include "ring.h"
+#include "uring_tcp.h"
+#include "time_driver.h"
+#include "sleep.h"
+#include "executor.h"
+
+#define MS_NS UINT64_C(1000000)
+#define SCALED_MS(ms) ((unsigned)((ms) * LAB_TIMEOUT_SCALE))
+
+/* Ends the test with lab_cannot_judge when io_uring_setup is refused here
+ * (probed with liburing directly, before any of the stage's code runs). */
+void require_io_uring(void);
+/* require_io_uring, then ring_new(sq_entries, max_ops), asserted. */
+struct ring *ring_or_skip(unsigned sq_entries, unsigned max_ops);
+/* Asserts that no operation is left (orphans included), then frees. */
+void ring_free_checked(struct ring *r);
+/* True when no operation is in the slab (cond for park_until). */
+bool ring_idle(void *ring);
+/* park(0) until cond(arg) or about 2 s (scaled) of parks; the parks made. */
+unsigned park_until(struct ring *r, bool (*cond)(void *), void *arg);
+
+/* ---- the stack: ring <- time driver <- executor ------------------------- */
+struct iostack {
+    struct ring *r;
+    struct time_driver *td;
+    struct executor *ex;
+};
+void iostack_new(struct iostack *s);
+void iostack_free(struct iostack *s);
+void iostack_run(struct iostack *s);
+void iostack_spawn(struct iostack *s, struct future f);
+
+/* ---- raw sockets (the test's side) ------------------------------------------ */
+/* A non-blocking AF_UNIX stream socketpair. */
+void nb_socketpair(int sv[2]);
+/* A blocking client connected to 127.0.0.1:port. */
+int raw_connect(uint16_t port);
+bool raw_send_all(int fd, const void *buf, size_t len);
+/* Reads until len bytes or end of stream or timeout_ms without a byte; the bytes read. */
+size_t raw_recv_all(int fd, void *buf, size_t len, unsigned timeout_ms);
+/* Descriptors open in the process now (/proc/self/fd). */
+unsigned open_fds(void);
+
+/* A byte of a seeded pattern. */
+static inline unsigned char pattern_byte(uint64_t seed, size_t i)
+{
+    uint64_t x = seed + i * UINT64_C(0x9E3779B97F4A7C15);
+    x ^= x >> 29;
+    return (unsigned char)(x * UINT64_C(0xBF58476D1CE4E5B9) >> 56);
+}
+
+#endif

@@ -1,0 +1,158 @@
+/* support.c - the code behind stage08.h. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#include "stage08.h"
+
+void require_io_uring(void)
+{
+    struct io_uring probe;
+    int e = io_uring_queue_init(2, &probe, 0);
+    if (e == 0) {
+        io_uring_queue_exit(&probe);
+        return;
+    }
+    lab_cannot_judge("io_uring is not available here (io_uring_setup: %s); "
+                     "docs/instructors.md#io_uring-where-the-grader-runs says where it is", strerror(-e));
+}
+
+struct ring *ring_or_skip(unsigned sq_entries, unsigned max_ops)
+{
+    require_io_uring();
+    struct ring *r = NULL;
+    int e = ring_new(sq_entries, max_ops, &r);
+    cr_assert_eq(e, 0, "ring_new(%u, %u) failed: %s", sq_entries, max_ops, strerror(-e));
+    cr_assert_not_null(r, "ring_new returned 0 and no ring");
+    return r;
+}
+
+void ring_free_checked(struct ring *r)
+{
+    struct ring_stats st = ring_test_stats(r);
+    cr_assert_eq(st.ops - st.orphans, 0, "%u operations that are not orphans left in the ring's slab after every "
+                 "future was dropped (ring.h contract 1)", st.ops - st.orphans);
+    ring_free(r);
+}
+
+bool ring_idle(void *ring)
+{
+    return ring_test_stats(ring).ops == 0;
+}
+
+unsigned park_until(struct ring *r, bool (*cond)(void *), void *arg)
+{
+    struct driver d = ring_driver(r);
+    uint64_t end = monotonic_ns() + (uint64_t)SCALED_MS(2000) * MS_NS;
+    unsigned parks = 0;
+    while (!cond(arg) && monotonic_ns() < end) {
+        driver_park(d, parks < 4 ? 0 : (int64_t)MS_NS);
+        parks++;
+    }
+    return parks;
+}
+
+void iostack_new(struct iostack *s)
+{
+    s->r = ring_or_skip(64, 4096);
+    s->td = time_driver_new(ring_driver(s->r));
+    cr_assert_not_null(s->td, "time_driver_new returned NULL");
+    s->ex = executor_new(time_driver_driver(s->td));
+    cr_assert_not_null(s->ex, "executor_new returned NULL");
+}
+
+void iostack_free(struct iostack *s)
+{
+    executor_free(s->ex);
+    time_driver_free(s->td);
+    ring_free_checked(s->r);
+}
+
+void iostack_run(struct iostack *s)
+{
+    enum executor_status st = executor_run(s->ex);
+    cr_assert_eq(st, EXECUTOR_OK, "the executor's run ended with %s", executor_status_str(st));
+}
+
+void iostack_spawn(struct iostack *s, struct future f)
+{
+    struct join_handle *h = executor_spawn(s->ex, f, NULL);
+    cr_assert_not_null(h, "executor_spawn failed");
+    join_handle_drop(h);
+}
+
+void nb_socketpair(int sv[2])
+{
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0,
+                 "socketpair failed in the test itself: %s", strerror(errno));
+}
+
+int raw_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0, "socket failed in the test itself: %s", strerror(errno));
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "the test's client could not connect to "
+                 "127.0.0.1:%u: %s", (unsigned)port, strerror(errno));
+    return fd;
+}
+
+bool raw_send_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            struct pollfd pf = { .fd = fd, .events = POLLOUT };
+            poll(&pf, 1, 100);
+            continue;
+        }
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+size_t raw_recv_all(int fd, void *buf, size_t len, unsigned timeout_ms)
+{
+    size_t got = 0;
+    while (got < len) {
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        if (poll(&pf, 1, (int)timeout_ms) <= 0)
+            break;
+        ssize_t n = recv(fd, (char *)buf + got, len - got, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
+unsigned open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d, "could not open /proc/self/fd (the test's own failure)");
+    unsigned n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own descriptor */
+}
