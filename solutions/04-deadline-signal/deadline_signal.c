@@ -40,7 +40,7 @@
 #include "lab_todo.h"
 #include "deadline_signal.h"
 
-/* Deliverable 1 of the exercise: the state enum. Declare it here, with
+/* The exercise starts with the state enum. Declare it here, with
  * exactly four states: WAITING, COMPLETED, EXPIRED and CONSUMED
  * (docs/04-deadline-signal.md#the-state-machine draws who may move it where). */
 /* BEGIN STUDENT HIDDEN */

@@ -306,7 +306,8 @@ LAB_TEST(deadline_block_on, async_fn_awaits_deadline_signal, 10)
     run_fetch(false);
     run_fetch(true);
 
-    /* Deliverable 9: sizes of this build's hand-written state machines. They
+    /* What a state machine weighs (the chapter's section of that name): the
+     * sizes of this build's hand-written state machines. They
      * belong to this compiler, these flags and this ABI: printed, never
      * graded. */
     struct deadline_signal_test_layout l = deadline_signal_test_layout();
