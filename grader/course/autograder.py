@@ -85,11 +85,20 @@ exit 0
 """
 
 
-def points_table(stages, hidden):
-    """What the instructor sets as the assignment's total in Gradescope."""
+def stage_points(stages):
+    """(automatic, quiz, hidden) points of an assignment of these stages:
+    what results.json can give, what the instructor marks (the quiz), and
+    what hidden items add. docs/instructors.md's Gradescope table is this
+    per stage (test_autograder.py checks it)."""
     auto = sum(i.points for s in stages for i in s.items if i.lane != "quiz" and not i.hidden)
     quiz = sum(i.points for s in stages for i in s.items if i.lane == "quiz")
     hid = sum(i.points for s in stages for i in s.items if i.hidden)
+    return auto, quiz, hid
+
+
+def points_table(stages, hidden):
+    """What the instructor sets as the assignment's total in Gradescope."""
+    auto, quiz, hid = stage_points(stages)
     lines = [f"stages: {', '.join(s.name for s in stages)}",
              f"  automatic points (results.json):           {auto:g}"]
     if hid:

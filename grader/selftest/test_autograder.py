@@ -145,3 +145,28 @@ def test_students_are_told_what_happened_to_their_upload(tmp_path, stage1_zip):
         else:
             assert data["output"].startswith("About your upload:"), data["output"][:500]
             assert "notes.c is not a file of any stage graded here: left out" in data["output"], data["output"][:500]
+
+
+def test_instructors_points_table_is_the_rubrics():
+    """docs/instructors.md's table of what to set in Gradescope, stage by
+    stage, is what make autograder prints for each (autograder.stage_points
+    over grader/rubric/*.toml): a rubric's points changed without the table
+    fail here, so the table cannot drift again (02, 05 and 06 had)."""
+    sys.path.insert(0, str(GRADER / "course"))
+    import autograder
+    from lab_grader import rubric
+    doc = (ROOT / "docs" / "instructors.md").read_text()
+    head = "| stage | automatic points | quiz (marked by you) |"
+    assert head in doc, f"docs/instructors.md has no table headed {head}"
+    rows = {}
+    for line in doc.split(head, 1)[1].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = (cells[1], cells[2])
+    want = {}
+    for s in rubric.load_all(GRADER / "rubric"):   # the public rubrics: hidden items are the instructor's own
+        auto, quiz, _ = autograder.stage_points([s])
+        want[s.name] = (f"{auto:g}", f"{quiz:g}" if quiz else "")
+    assert rows == want, ("docs/instructors.md's Gradescope points table is not the rubrics' sums "
+                          f"(stage: automatic, quiz):\n  table:   {rows}\n  rubrics: {want}")
