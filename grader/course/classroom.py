@@ -35,8 +35,9 @@ pinned below; docs/citations.md, "GitHub Classroom"):
   variables only, so the command carries every path itself; it gives
   parseInt(max-score) when the command exits 0 and 0 otherwise; `timeout` is
   in minutes.
-- Quiz items (stage 04) get no step: the answer key is not in the handout,
-  so no command can earn them there. The workflow's total is the stage's
+- Quiz items (stage 04) get no step: the answer key is in the handout only
+  hashed, for feedback (how many answers of a group are wrong), so no command
+  can earn them there. The workflow's total is the stage's
   points less those; the instructor marks the quiz (make grade-class).
 - Step ids are the item ids, which start with a letter: GitHub accepts a
   step id only if it starts with a letter or _ (actionlint: "invalid step ID").
@@ -74,7 +75,7 @@ PLACEHOLDER = "CHANGE-ME/lab-handout@CHANGE-ME"
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")   # GitHub's rule for a step id
 GRADER = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(\S+)$")
 LAB, STUDENT = "lab", "student"   # the two checkouts, under the workspace
-UNEARNABLE = {"quiz": "the answer key is not in the handout: the instructor marks it"}
+UNEARNABLE = {"quiz": "the handout has the answer key only hashed, for feedback: the instructor marks it"}
 
 
 def results_path(stage):

@@ -17,8 +17,10 @@ In:  README.md, Makefile, docs/ (answer files left out), common/ (the protocol, 
      stage's tests linked with its reference, so a test that times out can
      be timed on the reference (calibrated timeouts); and classroom/, one GitHub
      Classroom workflow per stage assignment (CLASSROOM_GRADER=owner/repo@tag names the
-     handout repository they grade with; docs/instructors.md).
-Out: solutions/, the mutants, the grader's self-tests, answer keys.
+     handout repository they grade with; docs/instructors.md); and each quiz's key hashed
+     (grader/reference/NN-name/quiz-key.toml: per graded group, a salt and the hash of its right
+     answers, from which make grade says how many answers of a group are wrong; lab_grader/quiz.py).
+Out: solutions/, the mutants, the grader's self-tests, answer keys in clear.
 """
 import argparse
 import os
@@ -30,7 +32,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import assemble, build, plan, rubric  # noqa: E402
+from lab_grader import assemble, build, plan, quiz, rubric  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "grader" / "tracing"))
 import trace_build  # noqa: E402
@@ -91,6 +93,23 @@ def reference_objects(out, build_dir):
             for src in stage.sources:
                 obj = b.compile(ROOT / "solutions" / stage.name / src, variant, dirs, werror=True).obj
                 _ship_without_debug(obj, dest / (pathlib.Path(src).stem + ".o"))
+
+
+def hashed_quiz_keys(out):
+    """grader/reference/NN-name/quiz-key.toml for each stage with a quiz:
+    the key as hashes per graded group, never in clear (quiz.py)."""
+    for stage in rubric.load_all(ROOT / "grader" / "rubric"):
+        items = stage.lane_items("quiz")
+        if not items:
+            continue
+        try:
+            key = quiz.load(ROOT / "solutions" / stage.name / quiz.FILE)
+            groups = {i.id: quiz.hash_group(i.tests, key) for i in items}
+        except quiz.QuizError as e:
+            raise SystemExit(f"handout: {stage.name}'s quiz: {e}")
+        dest = out / "grader" / "reference" / stage.name
+        dest.mkdir(parents=True, exist_ok=True)
+        quiz.write_hashed(dest / quiz.HASHED, groups)
 
 
 def _ship_without_debug(src, dest):
@@ -182,6 +201,7 @@ def main():
             shutil.copyfile(src, out / "grader" / name)
     classroom_workflows(out, os.environ.get("CLASSROOM_GRADER", ""))
     reference_objects(out, ROOT / "build" / "grade")
+    hashed_quiz_keys(out)
     # make trace in the handout: an unfinished earlier stage is replaced by
     # these, as make grade replaces it by the objects above (trace_build.py)
     trace_build.ship_traced_reference(out)

@@ -25,7 +25,7 @@ import pathlib
 import secrets
 import threading
 
-from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, sandbox, verdict
+from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, quiz, sandbox, verdict
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
 from .tree_lock import TreeLock
 from .waiting import Memo, spawn
@@ -282,7 +282,8 @@ class Pipeline:
         sp = self.plan.of(item.stage)
         if item.lane == "quiz":
             name = sp.stage.name
-            return verdict.from_quiz(item, self.reference / name / "quiz.toml", self.target / name / "quiz.toml")
+            return verdict.from_quiz(item, self.reference / name / quiz.FILE, self.target / name / quiz.FILE,
+                                     self.root / "grader" / "reference" / name / quiz.HASHED)
         if self.plan.quick and item.lane in QUICK_SKIPS:
             return verdict.left_to_make_grade(item)
         b = self.builds[item.stage].result()

@@ -217,7 +217,8 @@ def text_report(grading, results):
 def _advice(r):
     """What a student should do about an item that was not judged."""
     if r.item.lane == "quiz":
-        return "your instructor marks this item (the answer key is not in the grader you were given)"
+        return ("your instructor marks this item (the grader you were given has the answer key only hashed: "
+                "it counts a group's wrong answers, it gives no points)")
     if "make check" in r.summary:
         return "run make grade for this lane"
     return ("nothing here says your code is wrong: the machine could not judge this item just now; "
@@ -252,7 +253,7 @@ def gradescope(grading, results, seconds, unjudged="zero"):
                 del entry["status"]
                 entry["output"] = (f"Not judged on this machine ({text.one_line(r.summary, 160)}): not part of your "
                                    "score." if r.item.lane != "quiz" else
-                                   f"Not judged here: {_advice(r)}.")
+                                   f"Not judged here: {clean(r.summary)}.")
         tests.append(entry)
     for name in dict.fromkeys(r.item.stage for r in results):
         review = getattr(grading.builds.get(name), "review", [])

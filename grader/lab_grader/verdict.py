@@ -59,12 +59,17 @@ def one_cpu(item):
                       "or cgroup quota; a performance check needs the test and its helpers on separate cores)")
 
 
-def from_quiz(item, key_file, answers_file):
+INSTRUCTOR = "your instructor marks this item"
+
+
+def from_quiz(item, key_file, answers_file, hashed_file=None):
     """A quiz item: the student's answers (TARGET/stage/quiz.toml) against
     the key (the reference's quiz.toml). The key never travels in the
-    handout: there, quiz items are left to the instructor."""
+    handout in clear: there, quiz items are left to the instructor, and
+    the key's hash (hashed_file, quiz.HASHED) says only how many answers
+    of the group are wrong, as feedback that scores nothing."""
     if not key_file.exists():
-        return ItemResult(item, Status.NOT_JUDGED, 0, "graded by your instructor (the answer key is not in the handout)")
+        return _from_hashed_quiz(item, answers_file, hashed_file)
     if answers_file.is_symlink() or (answers_file.exists() and not answers_file.is_file()):
         return ItemResult(item, Status.FAILED, 0, f"{answers_file.name} is not a regular file: hand in the file itself")
     try:
@@ -79,4 +84,27 @@ def from_quiz(item, key_file, answers_file):
     outcome = Outcome(test=f"quiz::{item.id}", verdict=Verdict.NOT_STARTED if kind == "blank" else Verdict.FAIL,
                       message=text)
     return ItemResult(item, Status.FAILED, 0, text, outcome=outcome)
+
+
+def _from_hashed_quiz(item, answers_file, hashed_file):
+    """Not judged (the instructor's points), with the feedback the hashed
+    key allows: how many of the group's answers are wrong."""
+    if hashed_file is None or not hashed_file.is_file():
+        return ItemResult(item, Status.NOT_JUDGED, 0, "graded by your instructor (the answer key is not in the handout)")
+    if answers_file.is_symlink() or (answers_file.exists() and not answers_file.is_file()):
+        return ItemResult(item, Status.NOT_JUDGED, 0, f"{INSTRUCTOR}; {answers_file.name} is not a regular file, "
+                          "so no feedback: hand in the file itself")
+    try:
+        groups = quiz.load_hashed(hashed_file)
+        if item.id not in groups:
+            raise quiz.QuizError(f"{hashed_file.name} has no group {item.id}")
+        answers = quiz.load(answers_file) if answers_file.exists() else {}
+        verdict = quiz.judge_hashed(item.tests, answers, groups[item.id])
+    except quiz.QuizError as e:
+        return ItemResult(item, Status.NOT_JUDGED, 0, f"{INSTRUCTOR}; no feedback: {e}")
+    if verdict is None:
+        text = f"all {len(item.tests)} answers of this group agree with the hashed key; {INSTRUCTOR}"
+    else:
+        text = f"{verdict[1]}; {INSTRUCTOR}"
+    return ItemResult(item, Status.NOT_JUDGED, 0, text)
 

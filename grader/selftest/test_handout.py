@@ -1,6 +1,7 @@
 """The handout carries what a student needs and none of the answers, and its
 grader works without solutions/ (on the shipped reference objects)."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -156,3 +157,42 @@ def test_make_trace_in_the_handout_stands_the_traced_reference_in(tmp_path, hand
     assert "stand in for yours, as in make grade" in said[0], said[0]
     assert stage.name not in said[0], said[0]
     validate(out)
+
+
+def test_the_handout_quiz_key_is_hashed_and_counts_wrong_answers(tmp_path, handout):
+    """docs/04's claim audit promises, in the handout too, how many answers
+    of a group are wrong and never which: the handout ships the key hashed
+    per group (quiz.HASHED), no answer in clear, and make grade there says
+    the count for each group as feedback, the points left to the instructor."""
+    sys.path.insert(0, str(GRADER))
+    from lab_grader import quiz
+    stage = next(s for s in stages() if s.lane_items("quiz"))
+    key = quiz.load(ROOT / "solutions" / stage.name / quiz.FILE)
+    assert all(not q["answer"] for q in quiz.load(handout / "labs" / stage.name / quiz.FILE).values())
+    groups = quiz.load_hashed(handout / "grader" / "reference" / stage.name / quiz.HASHED)
+    assert set(groups) == {i.id for i in stage.lane_items("quiz")}
+    assert all(set(g) == {"questions", "choices", "salt", "sha256"} for g in groups.values()), groups
+    tree = tmp_path / "student"
+    shutil.copytree(handout / "labs", tree)
+    first, *others = stage.lane_items("quiz")
+    changed = first.tests[1]
+    wrong = next(c for c in key[changed]["choices"] if c != key[changed]["answer"])
+    text = (ROOT / "solutions" / stage.name / quiz.FILE).read_text()
+    text = re.sub(rf'(\[{changed}\]\n.*?\nanswer = )"[^"]*"', rf'\1"{wrong}"', text, count=1, flags=re.S)
+    (tree / stage.name / quiz.FILE).write_text(text)
+    assert quiz.load(tree / stage.name / quiz.FILE)[changed]["answer"] == wrong
+    proc = subprocess.run(["make", "-s", "-C", str(handout), "grade", f"STAGE={stage.name}", f"TARGET={tree}",
+                           "ITEMS=" + ",".join(i.id for i in stage.lane_items("quiz"))],
+                          capture_output=True, text=True, timeout=600, env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"})
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out, out[-3000:]
+    lines = {i.id: [l for l in out.splitlines() if l.startswith(f"Not judged here: {i.key}:")] for i in stage.lane_items("quiz")}
+    assert all(len(v) == 1 for v in lines.values()), out[-3000:]
+    said = lines[first.id][0]
+    assert f"1 of the {len(first.tests)} answers of this group is not right" in said, said
+    # how many, not which: no claim named, no choice word said
+    assert not any(q in said for q in first.tests), said
+    assert not any(c in said for q in first.tests for c in key[q]["choices"]), said
+    for i in others:
+        assert f"all {len(i.tests)} answers of this group agree" in lines[i.id][0], lines[i.id][0]
+    assert "Total: 0/0" in out, out[-3000:]   # feedback only: the quiz's points are the instructor's

@@ -260,7 +260,10 @@ def test_quiz_judge(tmp_path):
     assert quiz.judge(["q1", "q2"], blank, key)[0] == "blank"
     wrong = {"q1": {"answer": "no"}, "q2": {"answer": "no"}}
     kind, text = quiz.judge(["q1", "q2"], wrong, key)
-    assert kind == "wrong" and "q1" in text and "yes" not in text  # never reveals the key
+    # how many, never which, and never the key
+    assert kind == "wrong" and text.startswith("1 of the 2 answers") and "q1" not in text and "yes" not in text
+    half = {"q1": {"answer": "no"}, "q2": {"answer": ""}}
+    assert quiz.judge(["q1", "q2"], half, key)[0] == "blank"   # no count of a group answered in part
     invalid = {"q1": {"answer": "maybe"}, "q2": {"answer": "no"}}
     assert "not among the choices" in quiz.judge(["q1", "q2"], invalid, key)[1]
     with pytest.raises(quiz.QuizError):
@@ -340,6 +343,56 @@ def test_a_symlinked_quiz_is_refused(tmp_path):
     item = rb.Item(stage="04-deadline-signal", id="q", points=1, lane="quiz", tests=["claim-1"], clause="c", section="#s")
     r = verdict.from_quiz(item, key, link)
     assert r.status == "failed" and "not a regular file" in r.summary and "root" not in r.summary
+
+
+def test_the_hashed_quiz_key_counts_wrong_answers_without_naming_them(tmp_path):
+    """The handout's quiz key (quiz.HASHED, one salted hash per graded
+    group) gives what the chapter promises: how many answers of a group are
+    wrong, never which, as feedback that scores nothing; the stage 04 key
+    itself is checked against it, answer by answer."""
+    import itertools
+    from lab_grader import quiz, verdict
+    from conftest import ROOT, stages
+    stage = next(s for s in stages() if s.lane_items("quiz"))
+    key = quiz.load(ROOT / "solutions" / stage.name / quiz.FILE)
+    groups = {i.id: quiz.hash_group(i.tests, key) for i in stage.lane_items("quiz")}
+    hashed = tmp_path / quiz.HASHED
+    quiz.write_hashed(hashed, groups)
+    for i in stage.lane_items("quiz"):
+        g = quiz.load_hashed(hashed)[i.id]
+        assert set(g) == {"questions", "choices", "salt", "sha256"}, g
+        right = {q: {"answer": key[q]["answer"]} for q in i.tests}
+        assert quiz.judge_hashed(i.tests, right, g) is None
+        # one, then two, answers changed: the count follows, no claim is named
+        for n in (1, 2):
+            mine = {q: dict(a) for q, a in right.items()}
+            for q in i.tests[:n]:
+                mine[q]["answer"] = next(c for c in key[q]["choices"] if c != key[q]["answer"])
+            kind, message = quiz.judge_hashed(i.tests, mine, g)
+            assert kind == "wrong" and message.startswith(f"{n} of the {len(i.tests)} answers"), message
+            assert not any(q in message for q in i.tests) and not any(key[q]["answer"] in message for q in i.tests)
+            assert (kind, message) == quiz.judge(i.tests, mine, key)   # the same words as with the key in clear
+        # every answer set: the hashed count is the key's count
+        for values in itertools.islice(itertools.product(*g["choices"]), 0, None, 7):
+            mine = {q: {"answer": v} for q, v in zip(i.tests, values)}
+            assert quiz.judge_hashed(i.tests, mine, g) == quiz.judge(i.tests, mine, key)
+        # through the grader: not judged (the instructor's points), the count in the summary
+        answers = tmp_path / quiz.FILE
+        answers.write_text("".join(f'[{q}]\nanswer = "{a["answer"]}"\n' for q, a in mine.items()))
+        r = verdict.from_quiz(i, tmp_path / "no-key-here.toml", answers, hashed)
+        want = quiz.judge(i.tests, quiz.load(answers), key)
+        assert r.status == "not-judged" and r.points == 0 and "your instructor marks" in r.summary, r.summary
+        assert (want is None and r.summary.startswith(f"all {len(i.tests)} answers")) or want[1] in r.summary
+    # a salt is random per handout: two hashes of one key differ
+    i = stage.lane_items("quiz")[0]
+    assert quiz.hash_group(i.tests, key)["sha256"] != quiz.hash_group(i.tests, key)["sha256"]
+    # a hashed key from another quiz is no feedback, and says so
+    other = dict(groups[i.id], sha256="0" * 64)
+    with pytest.raises(quiz.QuizError):
+        quiz.judge_hashed(i.tests, {q: {"answer": key[q]["answer"]} for q in i.tests}, other)
+    # no hashed key (an older handout): graded by the instructor, as before
+    r = verdict.from_quiz(i, tmp_path / "no-key-here.toml", answers, tmp_path / "none.toml")
+    assert r.status == "not-judged" and "graded by your instructor" in r.summary
 
 
 # ---- the report's rerun line -------------------------------------------------
