@@ -170,3 +170,12 @@ def test_instructors_points_table_is_the_rubrics():
         want[s.name] = (f"{auto:g}", f"{quiz:g}" if quiz else "")
     assert rows == want, ("docs/instructors.md's Gradescope points table is not the rubrics' sums "
                           f"(stage: automatic, quiz):\n  table:   {rows}\n  rubrics: {want}")
+    # the marking guide of stage 04's written answers restates that stage's
+    # points (it said 22 while the rubric summed to 24): the same sums
+    import re
+    s = next(s for s in rubric.load_all(GRADER / "rubric") if s.name == "04-deadline-signal")
+    auto, quiz, _ = autograder.stage_points([s])
+    said = re.findall(r"stage's (\d+) automatic points \((\d+) code, (\d+) quiz\)", " ".join(doc.split()))
+    assert said == [(f"{auto + quiz:g}", f"{auto:g}", f"{quiz:g}")], (
+        f"docs/instructors.md's marking guide gives {s.name}'s points as {said}; the rubric sums to "
+        f"{auto + quiz:g} ({auto:g} code, {quiz:g} quiz)")
