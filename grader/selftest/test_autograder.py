@@ -179,3 +179,8 @@ def test_instructors_points_table_is_the_rubrics():
     assert said == [(f"{auto + quiz:g}", f"{auto:g}", f"{quiz:g}")], (
         f"docs/instructors.md's marking guide gives {s.name}'s points as {said}; the rubric sums to "
         f"{auto + quiz:g} ({auto:g} code, {quiz:g} quiz)")
+    # and the Classroom section's total for that stage (its quiz points left out)
+    said = re.findall(r"stage 04's assignment totals (\d+), not (\d+)", " ".join(doc.split()))
+    assert said == [(f"{auto:g}", f"{auto + quiz:g}")], (
+        f"docs/instructors.md's Classroom section gives stage 04's totals as {said}; the rubric: "
+        f"{auto:g} without the quiz, {auto + quiz:g} with it")
