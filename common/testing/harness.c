@@ -34,6 +34,18 @@ static size_t nonce_len;
 
 #define DUMP_SIGNAL (SIGRTMIN + 4)
 
+/* The checks this test has reached (lab_site): an open-addressed set of
+ * return addresses, filled by any thread of the test without a lock. A slot
+ * goes from 0 to an address once, by compare-and-swap, and never changes
+ * again. The orders are relaxed: lab_test_end reads the set after the body
+ * returned, and every thread whose checks count was joined by then (the join
+ * orders its stores before the read); a check still running in a thread
+ * nobody joined may be missed, as it may be missed by the reference's run. */
+#define SITE_SLOTS 2048u
+static _Atomic uintptr_t site_slot[SITE_SLOTS];
+static atomic_uint sites_over; /* checks that found the set full */
+extern const char __executable_start[]; /* the linker's: the first byte of the executable's image */
+
 static void record(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void record(const char *fmt, ...)
 {
@@ -365,6 +377,56 @@ static void install_handlers(void)
     sigaction(DUMP_SIGNAL, &sa, NULL);
 }
 
+/* ---- the checks reached ----------------------------------------------- */
+
+__attribute__((noinline)) void lab_site(void)
+{
+    uintptr_t at = (uintptr_t)__builtin_return_address(0);
+    uint64_t h = (uint64_t)at * UINT64_C(0x9e3779b97f4a7c15);
+    for (unsigned i = 0; i < SITE_SLOTS; i++) {
+        unsigned k = (unsigned)((h >> 40) + i) & (SITE_SLOTS - 1);
+        uintptr_t seen = atomic_load_explicit(&site_slot[k], memory_order_relaxed);
+        if (seen == 0 && atomic_compare_exchange_strong_explicit(&site_slot[k], &seen, at, memory_order_relaxed,
+                                                                 memory_order_relaxed))
+            return;
+        if (seen == at)
+            return;
+    }
+    atomic_fetch_add_explicit(&sites_over, 1, memory_order_relaxed);
+}
+
+static void forget_sites(void)
+{
+    for (unsigned k = 0; k < SITE_SLOTS; k++)
+        atomic_store_explicit(&site_slot[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&sites_over, 0, memory_order_relaxed);
+}
+
+/* SITES pid off off ... (hexadecimal offsets from the executable's first
+ * byte), as many lines as it takes; SITES pid over n when the set filled. */
+static void write_sites(void)
+{
+    char line[960];
+    int head = snprintf(line, sizeof line, "SITES %d", (int)getpid());
+    int len = head;
+    for (unsigned k = 0; k < SITE_SLOTS; k++) {
+        uintptr_t at = atomic_load_explicit(&site_slot[k], memory_order_relaxed);
+        if (at == 0)
+            continue;
+        if (len > (int)sizeof line - 24) {
+            record("%s\n", line);
+            len = head;
+        }
+        len += snprintf(line + len, sizeof line - (size_t)len, " %lx",
+                        (unsigned long)(at - (uintptr_t)__executable_start));
+    }
+    if (len > head)
+        record("%s\n", line);
+    unsigned over = atomic_load_explicit(&sites_over, memory_order_relaxed);
+    if (over)
+        record("SITES %d over %u\n", (int)getpid(), over);
+}
+
 /* ---- begin / end ------------------------------------------------------- */
 
 void lab_test_begin(const char *suite, const char *name, double timeout_s)
@@ -376,6 +438,7 @@ void lab_test_begin(const char *suite, const char *name, double timeout_s)
         memset(env_nonce, 'x', strlen(env_nonce)); /* unsetenv leaves the string in the heap */
     unsetenv("LAB_NONCE"); /* the masked copy is enough from here on (take_nonce) */
     atomic_store_explicit(&test_done, false, memory_order_relaxed);
+    forget_sites();
 
     const char *dir = getenv("LAB_RUN_DIR");
     if (dir && *dir) {
@@ -455,6 +518,7 @@ static void nonce_text(char *out)
 void lab_test_end(void)
 {
     atomic_store_explicit(&test_done, true, memory_order_release); /* pairs with the watchdog's acquire */
+    write_sites();
     char n[sizeof nonce_masked];
     nonce_text(n);
     record("END %d %s %s\n", (int)getpid(), test_id, n);

@@ -17,6 +17,39 @@
 #include <criterion/criterion.h>
 #include "harness.h"
 
+/* Every assertion first records where it stands (lab_site, harness.h): the
+ * completion record then lists the checks the body reached, and the grader
+ * compares that list with the reference's, so a record written by code that
+ * skipped the body must also name, by code address, checks it never ran. The
+ * stand-in's macros do the same (standin/criterion/criterion.h). */
+#ifndef LAB_STANDIN
+#undef cr_assert
+#define cr_assert(...) do { lab_site(); CR_EXPAND(cr_assert_(__VA_ARGS__)); } while (0)
+#undef cr_assert_not
+#define cr_assert_not(...) do { lab_site(); CR_EXPAND(cr_assert_not_(__VA_ARGS__)); } while (0)
+#undef cr_assert_fail
+#define cr_assert_fail(...) do { lab_site(); CR_EXPAND(cr_fail(CR_FAIL_ABORT_, __VA_ARGS__)); } while (0)
+#define LAB_OP_(op, ...) do { lab_site(); CR_EXPAND(cr_assert_op_va_(CR_FAIL_ABORT_, op, __VA_ARGS__)); } while (0)
+#undef cr_assert_eq
+#define cr_assert_eq(...) LAB_OP_(==, __VA_ARGS__)
+#undef cr_assert_neq
+#define cr_assert_neq(...) LAB_OP_(!=, __VA_ARGS__)
+#undef cr_assert_lt
+#define cr_assert_lt(...) LAB_OP_(<, __VA_ARGS__)
+#undef cr_assert_leq
+#define cr_assert_leq(...) LAB_OP_(<=, __VA_ARGS__)
+#undef cr_assert_gt
+#define cr_assert_gt(...) LAB_OP_(>, __VA_ARGS__)
+#undef cr_assert_geq
+#define cr_assert_geq(...) LAB_OP_(>=, __VA_ARGS__)
+#undef cr_assert_null
+#define cr_assert_null(...) \
+    do { lab_site(); CR_EXPAND(cr_assert_null_op_va_(CR_FAIL_ABORT_, ==, CRITERION_ASSERT_MSG_IS_NOT_NULL, __VA_ARGS__)); } while (0)
+#undef cr_assert_not_null
+#define cr_assert_not_null(...) \
+    do { lab_site(); CR_EXPAND(cr_assert_null_op_va_(CR_FAIL_ABORT_, !=, CRITERION_ASSERT_MSG_IS_NULL, __VA_ARGS__)); } while (0)
+#endif
+
 /* The Valgrind lane builds with a larger scale: every timeout stretches. */
 #ifndef LAB_TIMEOUT_SCALE
 #define LAB_TIMEOUT_SCALE 1

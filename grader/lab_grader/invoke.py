@@ -135,7 +135,7 @@ class Invocation:
     make_dirs: list = dataclasses.field(default_factory=list)  # created empty before the run
     data_limit: int = DATA_LIMIT  # 0: none (sanitizer and Valgrind lanes)
     memory: int = MEMORY_LIMIT    # bytes the whole run may hold (a memory cgroup, where there is one)
-    strip_symbols: bool = False   # the jail's copy without .symtab (the grader reads its own copy's)
+    strip_symbols: bool = False   # the jail's copy without .symtab and DWARF (the grader reads its own copy's)
 
     def execute(self):
         if self.run_dir.exists():
@@ -235,11 +235,13 @@ def scrubbed_environment():
 
 def _without_symbols(src, dest):
     """dest: src without its static symbol table (.symtab, .strtab), which
-    names every function of the binary, the harness's hidden ones too; its
-    DWARF and its dynamic symbols stay, so backtraces still name the code.
-    False when strip could not make it."""
+    names every function of the binary, the harness's hidden ones too, and
+    without its DWARF, whose line table would name the test's checks by
+    address (transcript.py); its dynamic symbols stay, so backtraces still
+    name functions, and the grader turns their addresses into lines with its
+    own copy. False when strip could not make it."""
     try:
-        return subprocess.run(["strip", "--strip-all", "--keep-section=.debug_*", "-o", str(dest), str(src)],
+        return subprocess.run(["strip", "--strip-all", "-o", str(dest), str(src)],
                               capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False

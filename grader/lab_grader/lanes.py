@@ -16,7 +16,7 @@ import dataclasses
 import threading
 import time
 
-from . import checkers, invoke, judge
+from . import checkers, invoke, judge, transcript
 from .outcomes import Verdict
 
 VALGRIND = ("valgrind", "-q", "--trace-children=yes", "--fair-sched=yes", "--leak-check=full",
@@ -129,6 +129,7 @@ class Runner:
         self.work = work
         self.run_dirs = []   # every run directory, in order
         self.timings = []    # (run directory relative to work, seconds)
+        self.expected = {}   # stage name -> {test: transcript.Expected}: the checks each body must reach
 
     def env(self):
         env = {"LAB_NONCE": self.nonce}
@@ -162,18 +163,25 @@ class Runner:
         again while alone, they stay "not judged"; otherwise the run alone
         judges them."""
         result = self.execute(inv, exclusive)
-        outs = judge.judge_run(inv.tests, result, inv.binary, self.nonce, hang_hints)
+        outs = self._judge(inv, result, hang_hints)
         starved = [t for t, o in outs.items() if o.verdict == Verdict.STARVED]
         if starved and not exclusive and self.nslots > 1:
             alone = dataclasses.replace(inv, tests=starved, run_dir=inv.run_dir.with_name(inv.run_dir.name + "-alone"))
-            again = judge.judge_run(alone.tests, self.execute(alone, exclusive=True), alone.binary, self.nonce,
-                                    hang_hints)
+            again = self._judge(alone, self.execute(alone, exclusive=True), hang_hints)
             for t in starved:
                 outs[t] = again[t]
                 if again[t].verdict != Verdict.STARVED:
                     outs[t].details.insert(0, "starved of CPU beside this grading's other runs; run again alone, "
                                               "it was judged on its own")
         return outs, result
+
+    def _judge(self, inv, result, hang_hints):
+        """The run's outcomes: its records and report (judge.py), then each
+        passed test's transcript of checks against the stage's table."""
+        outs = judge.judge_run(inv.tests, result, inv.binary, self.nonce, hang_hints)
+        stage = inv.run_dir.relative_to(self.work).parts[0]
+        return transcript.check(outs, result.records, inv.binary, self.expected.get(stage, {}),
+                                dump=inv.run_dir / transcript.TABLE)
 
     def lane_seconds(self):
         """{(stage, lane): seconds spent running tests}, for instructors."""

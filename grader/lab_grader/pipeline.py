@@ -25,7 +25,7 @@ import pathlib
 import secrets
 import threading
 
-from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, quiz, sandbox, verdict
+from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, quiz, sandbox, transcript, verdict
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
 from .tree_lock import TreeLock
 from .waiting import Memo, spawn
@@ -64,6 +64,9 @@ class Pipeline:
         self.assembler = assemble.Assembler(self.root, self.target, self.reference, self.hidden, self.build_dir,
                                             self.work, werror)
         self.runner = lanes.Runner(secrets.token_hex(8), seed, slots, valgrind_scale, self.work)
+        for sp in self.plan.order:
+            tests, hidden = self.assembler.test_dirs(sp.stage.name)
+            self.runner.expected[sp.stage.name] = transcript.load(tests, *hidden)
         self.memo = Memo()
         self.builds = {}     # name -> Future of StageBuild
         self.usable = {}     # name -> Future of (True, "") or (False, why)

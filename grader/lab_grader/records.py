@@ -3,6 +3,9 @@
     BEGIN pid suite::test          END pid suite::test nonce
     SEED pid n                     NOTE pid text
     UNJUDGED pid nonce text        the test could not measure on this machine
+    SITES pid off off ...          the checks the body reached, before END:
+                                   hex offsets from the executable's start
+                                   (SITES pid over n: n checks found no room)
     TODO pid file:line func() hint
     CRASH pid SIGNAME              followed by a BT-BEGIN ... BT-END block
     HANG pid text                  THREAD pid tid name state, each followed by
@@ -31,6 +34,8 @@ class Run:
     test: str = ""
     ended: bool = False
     nonce: str = ""
+    sites: set = dataclasses.field(default_factory=set)   # offsets of the checks reached (SITES)
+    sites_over: int = 0
     seed: str = ""
     notes: list = dataclasses.field(default_factory=list)
     unjudged: str = ""        # the text of an UNJUDGED record
@@ -47,6 +52,8 @@ class Run:
 LINE_CAP = 2000     # characters of one record line kept: the rest is the student's to fill, not ours to show
 TODO_CAP = 240      # characters of a TODO record's hint (code under test can call lab_todo with any text)
 FILE_CAP = 4 << 20  # bytes of one record file read
+SITES_CAP = 200     # offsets read from one SITES line (the harness writes at most about 60)
+HEX = re.compile(r"[0-9a-f]{1,16}")
 
 
 def parse(text):
@@ -77,6 +84,13 @@ def parse(text):
             r = run(pid)
             r.ended = True
             r.nonce = rest.split(" ")[-1] if rest else ""
+        elif tag == "SITES":
+            r = run(pid)
+            words = rest.split()
+            if words[:1] == ["over"] and len(words) == 2 and words[1].isdigit():
+                r.sites_over += int(words[1])
+            else:
+                r.sites.update(int(w, 16) for w in words[:SITES_CAP] if HEX.fullmatch(w))
         elif tag == "SEED":
             run(pid).seed = rest
         elif tag == "NOTE":
