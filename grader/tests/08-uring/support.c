@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -221,15 +222,19 @@ size_t raw_recv_all(int fd, void *buf, size_t len, unsigned timeout_ms)
     return got;
 }
 
-unsigned open_fds(void)
+unsigned open_sockets(void)
 {
     DIR *d = opendir("/proc/self/fd");
     cr_assert_not_null(d, "could not open /proc/self/fd (the test's own failure)");
     unsigned n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
+    while ((e = readdir(d)) != NULL) {
+        char path[300], target[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len > 0 && (size_t)len >= strlen("socket:") && memcmp(target, "socket:", strlen("socket:")) == 0)
             n++;
+    }
     closedir(d);
-    return n - 1; /* the directory's own descriptor */
+    return n;
 }
