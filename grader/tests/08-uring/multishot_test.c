@@ -85,8 +85,14 @@ LAB_TEST(multishot, close_lives_until_last_cqe, 10)
     struct waker w = noop_waker();
     struct context cx = context_from_waker(&w);
     int c0 = raw_connect(port);
-    struct uring_stream *s0 = accept_one(r, l, &cx, 0);
-    unsigned fds = open_fds();
+    /* c0's stream only had to arm the multishot accept, which goes on
+     * accepting: closed now, so that a failed assertion below leaves none of
+     * the test's own memory behind (under Valgrind a failed test that exits
+     * with a stream still allocated was reported as a 16-byte leak in
+     * uring_stream_new, in place of what failed) */
+    uring_stream_close(accept_one(r, l, &cx, 0));
+    close(c0);
+    unsigned socks = open_sockets();
     uring_listener_close(l); /* the multishot accept: an orphan, its cancel queued, not yet submitted */
     struct ring_stats st = ring_test_stats(r);
     cr_assert_eq(st.orphans, 1, "closing a listener whose multishot accept is submitted left %u orphans; "
@@ -106,12 +112,11 @@ LAB_TEST(multishot, close_lives_until_last_cqe, 10)
     cr_assert(n == 0 || (n < 0 && errno == ECONNRESET), "a client accepted by the closed listener's orphaned "
               "multishot accept was never closed (its read gave %zd after 2 s): the descriptor a CQE of an "
               "orphaned accept brings is nobody's, and the ring must close it (ring.h contract 1)", n);
-    /* the listener's descriptor went, the test's client c1 came: no more than before */
-    cr_assert_leq(open_fds(), fds, "descriptors leaked: %u open before closing the listener, %u after the "
-                  "orphan's last completion and one client more; the listener's descriptor and every one an "
-                  "orphaned accept received must be closed (ring.h contract 1)", fds, open_fds());
-    uring_stream_close(s0);
-    close(c0);
+    /* the listener's socket went, the test's client c1 came: no more than before */
+    unsigned after = open_sockets();
+    cr_assert_leq(after, socks, "sockets leaked: %u open before closing the listener, %u after the orphan's last "
+                  "completion and one client more; the listener's descriptor and every one an orphaned accept "
+                  "received must be closed (ring.h contract 1)", socks, after);
     close(c1);
     ring_free_checked(r);
 }

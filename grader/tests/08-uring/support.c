@@ -5,9 +5,12 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <liburing.h>
@@ -59,6 +62,81 @@ unsigned park_until(struct ring *r, bool (*cond)(void *), void *arg)
         parks++;
     }
     return parks;
+}
+
+/* ---- a wait that may never end ------------------------------------------------- */
+
+#define LET_OUT_SIGNAL SIGUSR1
+
+static void on_let_out(int sig) { (void)sig; }
+
+void let_out_ready(void)
+{
+    /* no SA_RESTART: the point is that the wait returns */
+    struct sigaction sa = { .sa_handler = on_let_out };
+    sigemptyset(&sa.sa_mask);
+    cr_assert_eq(sigaction(LET_OUT_SIGNAL, &sa, NULL), 0, "sigaction failed in the test itself: %s", strerror(errno));
+}
+
+void let_out(pthread_t thread)
+{
+    pthread_kill(thread, LET_OUT_SIGNAL);
+}
+
+static void *guard_main(void *arg)
+{
+    struct park_guard *g = arg;
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    at.tv_sec += g->after_ms / 1000;
+    at.tv_nsec += (long)(g->after_ms % 1000) * 1000000L;
+    if (at.tv_nsec >= 1000000000L) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &at) != ETIMEDOUT)
+            continue;
+        /* the deadline passed with the park still going: let it out, again every 10 ms */
+        atomic_store_explicit(&g->fired, true, memory_order_relaxed); /* read after pthread_join, which orders it */
+        let_out(g->target);
+        at.tv_nsec += 10 * 1000000L;
+        if (at.tv_nsec >= 1000000000L) {
+            at.tv_sec++;
+            at.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+void park_guard_start(struct park_guard *g, unsigned after_ms)
+{
+    g->target = pthread_self();
+    g->after_ms = after_ms;
+    g->stop = false;
+    atomic_init(&g->fired, false);
+    let_out_ready(); /* before the first signal can come */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&g->mu, NULL);
+    cr_assert_eq(pthread_create(&g->thread, NULL, guard_main, g), 0, "pthread_create failed in the test itself");
+}
+
+bool park_guard_stop(struct park_guard *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->stop = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    return atomic_load_explicit(&g->fired, memory_order_relaxed); /* after the join: the guard's store is seen */
 }
 
 void iostack_new(struct iostack *s)
@@ -144,15 +222,19 @@ size_t raw_recv_all(int fd, void *buf, size_t len, unsigned timeout_ms)
     return got;
 }
 
-unsigned open_fds(void)
+unsigned open_sockets(void)
 {
     DIR *d = opendir("/proc/self/fd");
     cr_assert_not_null(d, "could not open /proc/self/fd (the test's own failure)");
     unsigned n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
+    while ((e = readdir(d)) != NULL) {
+        char path[300], target[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len > 0 && (size_t)len >= strlen("socket:") && memcmp(target, "socket:", strlen("socket:")) == 0)
             n++;
+    }
     closedir(d);
-    return n - 1; /* the directory's own descriptor */
+    return n;
 }
