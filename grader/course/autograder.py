@@ -4,8 +4,9 @@
     autograder.py [--out build/autograder.zip]
 
 The zip holds the student handout (make handout: no solutions, no mutants,
-no answer keys; reference objects for decoupled grading) plus Gradescope's two
-entry points at its root:
+no answer keys; reference objects for decoupled grading), the tables of the
+checks each test reaches (grader/tests/NN-name/sites.json, which the handout
+leaves out), plus Gradescope's two entry points at its root:
 
   setup.sh         installs the distribution packages the grader needs
                    (Gradescope's images are Ubuntu; the grader uses only
@@ -140,6 +141,10 @@ def main():
         if proc.returncode != 0:
             print(proc.stdout + proc.stderr, file=sys.stderr)
             return 1
+        # the tables of the checks each test reaches, which the handout
+        # leaves out (handout.py): Gradescope's grading checks transcripts
+        for table in sorted((ROOT / "grader" / "tests").glob("*/sites.json")):
+            shutil.copyfile(table, tree / "grader" / "tests" / table.parent.name / table.name)
         for name, text in (("setup.sh", SETUP), ("run_autograder", RUN)):
             p = tree / name
             p.write_text(text)

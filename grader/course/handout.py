@@ -20,7 +20,9 @@ In:  README.md, Makefile, docs/ (answer files left out), common/ (the protocol, 
      handout repository they grade with; docs/instructors.md); and each quiz's key hashed
      (grader/reference/NN-name/quiz-key.toml: per graded group, a salt and the hash of its right
      answers, from which make grade says how many answers of a group are wrong; lab_grader/quiz.py).
-Out: solutions/, the mutants, the grader's self-tests, answer keys in clear.
+Out: solutions/, the mutants, the grader's self-tests, answer keys in clear, the
+tables of the checks each test reaches (grader/tests/NN-name/sites.json: the
+autograder zip has them; a handout's make grade does not check transcripts).
 """
 import argparse
 import os
@@ -57,7 +59,10 @@ def strip_marked(text, begin, end):
 
 
 def ignore(_dir, names):
-    return [n for n in names if n.startswith("ANSWERS") or n == "answers" or n == "__pycache__"]
+    # sites.json: which checks each test's body reaches, by line, the one
+    # thing a forged completion record could not guess from the tests'
+    # sources alone (lab_grader/transcript.py); the autograder zip has it
+    return [n for n in names if n.startswith("ANSWERS") or n in ("answers", "__pycache__", "sites.json")]
 
 
 def reference_objects(out, build_dir):

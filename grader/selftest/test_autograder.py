@@ -33,6 +33,9 @@ def stage1_zip(tmp_path_factory):
         names = f.namelist()
     assert "setup.sh" in names and "run_autograder" in names and "autograder.env" in names
     assert not any(n.startswith("solutions/") or "mutants/" in n for n in names)
+    # the transcripts' tables, which the handout leaves out (test_handout)
+    assert {n for n in names if n.endswith("/sites.json")} == \
+        {f"grader/tests/{t.parent.name}/sites.json" for t in (GRADER / "tests").glob("*/sites.json")}, names
     return z, hidden
 
 

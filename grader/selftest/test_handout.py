@@ -32,6 +32,8 @@ def test_handout(tmp_path, handout):
     assert not leaked, f"solution markers in the handout: {leaked}"
     answers = [str(p.relative_to(out)) for p in out.rglob("ANSWERS*")]
     assert not answers, f"answer keys in the handout: {answers}"
+    tables = [str(p.relative_to(out)) for p in out.rglob("sites.json")]
+    assert not tables, f"the transcripts' tables in the handout: {tables}"
 
     # a student who finished stage N but not the stages before it
     later = [s for s in stages() if s.uses][0]
