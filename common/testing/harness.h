@@ -33,15 +33,20 @@
 LAB_HARNESS_HIDDEN void lab_test_begin(const char *suite, const char *name, double timeout_s);
 LAB_HARNESS_HIDDEN void lab_test_end(void);
 
-/* Called by every assertion (lab_test.h, the stand-in's macros) before it
- * checks: keeps the code address it was called from, once. lab_test_end
+/* Called by every assertion that holds (lab_test.h, the stand-in's macros):
+ * keeps the code address it was called from, once. lab_test_end
  * writes the set as SITES records before END, as offsets from the start of
  * the executable, and the grader turns them into file:line with the binary's
  * line table (which only the grader's copy has) and compares them with the
- * checks the reference's run of the same test reached. A forged completion
- * record must therefore name, for the test at hand, the addresses of checks
- * that code under test never saw run. */
+ * checks that held in the reference's runs of the same test. A forged
+ * completion record, or a test whose failed checks were kept from ending
+ * it, must therefore name, for the test at hand, the addresses of checks
+ * that never held. */
 LAB_HARNESS_HIDDEN void lab_site(void);
+/* How the macros call it: never as a tail call (the last check of a helper
+ * would jump to lab_site, which would then see the helper's caller's
+ * address): the empty asm after the call must run after it returns. */
+#define LAB_SITE() do { lab_site(); __asm__ volatile(""); } while (0)
 
 /* The seed of a randomized test: $LAB_SEED when set, else a fixed seed made
  * from the test's name. Recorded and printed so `make grade ... SEED=n`

@@ -17,19 +17,35 @@
 #include <criterion/criterion.h>
 #include "harness.h"
 
-/* Every assertion first records where it stands (lab_site, harness.h): the
- * completion record then lists the checks the body reached, and the grader
- * compares that list with the reference's, so a record written by code that
- * skipped the body must also name, by code address, checks it never ran. The
- * stand-in's macros do the same (standin/criterion/criterion.h). */
+/* Every assertion that holds records where it stands (lab_site, harness.h):
+ * the completion record then lists the checks the body passed, and the
+ * grader compares that list with the reference's, so a record written by
+ * code that skipped the body, or that kept a failed check from ending the
+ * test, must also name, by code address, checks that never held. Each
+ * macro evaluates its condition once, then hands Criterion the result with
+ * the original expression's text for the failure message. The stand-in's
+ * macros do the same (standin/criterion/criterion.h). cr_assert_fail never
+ * holds: it records nothing. */
 #ifndef LAB_STANDIN
+#define LAB_CHECK_(cond, msg, text, ...)                                                   \
+    do {                                                                                   \
+        bool lab_ok_ = !!(cond);                                                           \
+        if (lab_ok_)                                                                       \
+            LAB_SITE();                                                                    \
+        else                                                                               \
+            CR_EXPAND(cr_assert_impl(CR_FAIL_ABORT_, lab_ok_, dummy, msg, text, __VA_ARGS__)); \
+    } while (0)
+#define LAB_BOOL_(cond, ...) LAB_CHECK_(cond, CRITERION_ASSERT_MSG_EXPR_FALSE, (CR_STR(cond)), __VA_ARGS__)
+#define LAB_OP_(op, ...) \
+    LAB_OP2_(op, CR_VA_HEAD(__VA_ARGS__), CR_VA_HEAD(CR_VA_TAIL(__VA_ARGS__)), CR_VA_TAIL(CR_VA_TAIL(__VA_ARGS__)))
+#define LAB_OP2_(op, a, b, ...) \
+    LAB_CHECK_((a) op (b), CRITERION_ASSERT_MSG_EXPR_FALSE, (CR_STR((a) op (b))), __VA_ARGS__)
+#define LAB_NULL_(op, msg, ...) LAB_NULL2_(op, msg, CR_VA_HEAD(__VA_ARGS__), CR_VA_TAIL(__VA_ARGS__))
+#define LAB_NULL2_(op, msg, v, ...) LAB_CHECK_((v) op NULL, msg, (CR_STR(v)), __VA_ARGS__)
 #undef cr_assert
-#define cr_assert(...) do { lab_site(); CR_EXPAND(cr_assert_(__VA_ARGS__)); } while (0)
+#define cr_assert(...) LAB_BOOL_(CR_VA_HEAD(__VA_ARGS__), CR_VA_TAIL(__VA_ARGS__))
 #undef cr_assert_not
-#define cr_assert_not(...) do { lab_site(); CR_EXPAND(cr_assert_not_(__VA_ARGS__)); } while (0)
-#undef cr_assert_fail
-#define cr_assert_fail(...) do { lab_site(); CR_EXPAND(cr_fail(CR_FAIL_ABORT_, __VA_ARGS__)); } while (0)
-#define LAB_OP_(op, ...) do { lab_site(); CR_EXPAND(cr_assert_op_va_(CR_FAIL_ABORT_, op, __VA_ARGS__)); } while (0)
+#define cr_assert_not(...) LAB_BOOL_(!(CR_VA_HEAD(__VA_ARGS__)), CR_VA_TAIL(__VA_ARGS__))
 #undef cr_assert_eq
 #define cr_assert_eq(...) LAB_OP_(==, __VA_ARGS__)
 #undef cr_assert_neq
@@ -43,11 +59,9 @@
 #undef cr_assert_geq
 #define cr_assert_geq(...) LAB_OP_(>=, __VA_ARGS__)
 #undef cr_assert_null
-#define cr_assert_null(...) \
-    do { lab_site(); CR_EXPAND(cr_assert_null_op_va_(CR_FAIL_ABORT_, ==, CRITERION_ASSERT_MSG_IS_NOT_NULL, __VA_ARGS__)); } while (0)
+#define cr_assert_null(...) LAB_NULL_(==, CRITERION_ASSERT_MSG_IS_NOT_NULL, __VA_ARGS__)
 #undef cr_assert_not_null
-#define cr_assert_not_null(...) \
-    do { lab_site(); CR_EXPAND(cr_assert_null_op_va_(CR_FAIL_ABORT_, !=, CRITERION_ASSERT_MSG_IS_NULL, __VA_ARGS__)); } while (0)
+#define cr_assert_not_null(...) LAB_NULL_(!=, CRITERION_ASSERT_MSG_IS_NULL, __VA_ARGS__)
 #endif
 
 /* The Valgrind lane builds with a larger scale: every timeout stretches. */
