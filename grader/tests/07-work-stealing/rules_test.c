@@ -13,10 +13,16 @@
  * other, so that each runs from the LIFO slot right after the other on the
  * one worker, read coop_remaining() at the start of every poll and spend
  * most of it: each poll must start with the full 128.
+ *
+ * A wake reaches the sleeper (stage 02's rule, runtime.h contract 2): a task
+ * pushed onto a worker's own deque while another worker is parked must wake
+ * that worker, on a driver whose clock stands still so that no timeout can
+ * do it instead.
  */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <string.h>
+#include <time.h>
 
 #include "stage07.h"
 #include "channel.h"
@@ -25,6 +31,7 @@
 LAB_SUITE(chan_rules, 10);
 LAB_SUITE(mutex_rules, 10);
 LAB_SUITE(budget_rules, 10);
+LAB_SUITE(idle_rules, 10);
 
 /* ---- the latest waker, in the bounded channel ------------------------------------- */
 
@@ -161,4 +168,259 @@ LAB_TEST(budget_rules, every_poll_starts_with_a_full_budget, 10)
                          p->starts[i] == UINT_MAX ? COOP_BUDGET_DEFAULT : p->starts[i], COOP_BUDGET_DEFAULT,
                          SPEND);
     }
+}
+
+/* ---- a local push wakes an idle worker ------------------------------------------------ */
+
+/* A driver whose clock stands still (a virtual clock nobody advances): a
+ * park with a timeout ends only by an unpark, since its timeout is counted
+ * on a clock that never moves; a zero-timeout park (the worker's look at the
+ * timers every 61 ticks) returns at once. So a worker parked here cannot
+ * find work by its watch's timeout: only a notify brings it back. Counts the
+ * parks and unparks. */
+struct still_clock {
+    pthread_mutex_t lock; /* protects all below */
+    pthread_cond_t cond;  /* token given, or a worker parked (broadcast) */
+    bool token;
+    int parked;           /* the worker waiting in park, or -1 */
+    unsigned parks, unparks;
+};
+
+static bool still_park(void *self, int64_t timeout_ns)
+{
+    struct still_clock *c = self;
+    pthread_mutex_lock(&c->lock);
+    if (timeout_ns != 0) {
+        c->parks++;
+        c->parked = ws_current_worker();
+        pthread_cond_broadcast(&c->cond);
+        while (!c->token)
+            pthread_cond_wait(&c->cond, &c->lock);
+        c->parked = -1;
+    }
+    bool woken = c->token;
+    c->token = false;
+    pthread_mutex_unlock(&c->lock);
+    return woken;
+}
+
+static void still_unpark(void *self)
+{
+    struct still_clock *c = self;
+    pthread_mutex_lock(&c->lock);
+    c->token = true;
+    c->unparks++;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static uint64_t still_now(void *self)
+{
+    (void)self;
+    return UINT64_C(1000000000);
+}
+
+static const struct driver_vtable still_vt = { still_park, still_unpark, still_now };
+
+/* Waits until a worker other than `me` is parked in the driver with no
+ * unpark pending; its index, or -1 after ms. */
+static int still_wait_other(struct still_clock *c, int me, unsigned ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->lock);
+    /* parked and no token given: an unparked worker that has not yet left
+     * park (still marked) does not count */
+    while (c->parked < 0 || c->parked == me || c->token)
+        if (pthread_cond_timedwait(&c->cond, &c->lock, &until) != 0)
+            break;
+    int who = c->parked >= 0 && c->parked != me && !c->token ? c->parked : -1;
+    pthread_mutex_unlock(&c->lock);
+    return who;
+}
+
+/* The counts, read together. */
+static void still_counts(struct still_clock *c, unsigned *parks, unsigned *unparks)
+{
+    pthread_mutex_lock(&c->lock);
+    *parks = c->parks;
+    *unparks = c->unparks;
+    pthread_mutex_unlock(&c->lock);
+}
+
+enum local_push_how { PUSH_SPAWN, PUSH_WAKE };
+
+struct local_push {
+    struct ws_runtime *rt;
+    struct still_clock *clock;
+    enum local_push_how how;
+    struct slot woken[2];  /* PUSH_WAKE: the wakers of two waiting tasks */
+    atomic_uint polled;    /* PUSH_WAKE: first polls of those two */
+    int pusher;            /* the worker that ran the pushing task */
+    int idle;              /* the worker parked in the driver at the push, or -1 */
+    atomic_int ran_on;     /* the worker that first ran a pushed task, -1 until one ran */
+    bool ran_in_time;      /* one ran while the pushing task was still in its poll, within 2 s */
+    bool ran_late;         /* one ran after the 2 s, before the pushing task's poll ended */
+    unsigned parks_at_push, unparks_before, unparks_at_push, parks_after, unparks_after;
+};
+
+static void pushed_runs(struct local_push *lp)
+{
+    int none = -1;
+    atomic_compare_exchange_strong(&lp->ran_on, &none, ws_current_worker());
+}
+
+/* PUSH_SPAWN: the child the pushing task spawns. */
+static enum poll step_pushed(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    pushed_runs(arg);
+    return POLL_READY;
+}
+
+/* PUSH_WAKE: a task that waits (its waker in woken[i]) until the pushing
+ * task wakes it. */
+struct woken_arg {
+    struct local_push *lp;
+    unsigned i;
+};
+
+static enum poll step_woken(void *arg, struct context *cx, unsigned nth)
+{
+    struct woken_arg *a = arg;
+    if (nth == 1) {
+        slot_store(&a->lp->woken[a->i], cx);
+        atomic_fetch_add(&a->lp->polled, 1);
+        return POLL_PENDING;
+    }
+    pushed_runs(a->lp);
+    return POLL_READY;
+}
+
+static bool pushed_ran(void *arg) { return atomic_load(&((struct local_push *)arg)->ran_on) >= 0; }
+static bool both_waiting(void *arg) { return atomic_load(&((struct local_push *)arg)->polled) == 2; }
+
+/* On a worker: waits until the other worker sleeps in the driver, pushes
+ * onto its own worker's queues (PUSH_SPAWN: spawns a child; PUSH_WAKE: wakes
+ * two waiting tasks, so that at least one goes to the deque whatever the
+ * LIFO slot keeps), then stays in its poll up to 2 s waiting for a pushed
+ * task to run elsewhere. */
+static enum poll step_local_pusher(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct local_push *lp = arg;
+    unsigned parks;
+    lp->pusher = ws_current_worker();
+    lp->idle = still_wait_other(lp->clock, lp->pusher, RESCUE_MS);
+    if (lp->idle < 0)
+        return POLL_READY;
+    still_counts(lp->clock, &parks, &lp->unparks_before);
+    if (lp->how == PUSH_SPAWN) {
+        join_handle_drop(spawn_step(lp->rt, step_pushed, lp));
+    } else {
+        slot_wake(&lp->woken[0]);
+        slot_wake(&lp->woken[1]);
+    }
+    /* A notify unparks the sleeper from this thread, inside the push. */
+    still_counts(lp->clock, &lp->parks_at_push, &lp->unparks_at_push);
+    lp->ran_in_time = wait_until(pushed_ran, lp, SCALED_MS(2000));
+    still_counts(lp->clock, &lp->parks_after, &lp->unparks_after);
+    lp->ran_late = !lp->ran_in_time && pushed_ran(lp); /* just now: its park, if any, came after it */
+    return POLL_READY;
+}
+
+/* Two workers on a driver whose clock stands still. Task 1 runs on one of
+ * them and waits until the other is parked in the driver; then it pushes
+ * onto its own worker's queues and stays in its poll. The push must wake the
+ * parked worker, which steals the pushed task and runs it while task 1
+ * still waits: a push that notifies nobody leaves it behind task 1's long
+ * poll although a worker sat idle (runtime.h contract 2). */
+static void local_push_wakes(enum local_push_how how)
+{
+    const char *what = how == PUSH_SPAWN ? "spawned a task (onto its own deque)"
+                                         : "woke two waiting tasks (one to the LIFO slot, one to its own deque)";
+    struct still_clock clock = { .token = false, .parked = -1 };
+    pthread_mutex_init(&clock.lock, NULL);
+    pthread_cond_init(&clock.cond, NULL);
+    struct ws_runtime *rt = ws_runtime_new(2, (struct driver){ &still_vt, &clock });
+    cr_assert_not_null(rt, "ws_runtime_new(2, driver) returned NULL");
+    struct local_push lp;
+    memset(&lp, 0, sizeof lp);
+    lp.rt = rt;
+    lp.clock = &clock;
+    lp.how = how;
+    atomic_init(&lp.ran_on, -1);
+    atomic_init(&lp.polled, 0);
+    slot_init(&lp.woken[0]);
+    slot_init(&lp.woken[1]);
+    struct woken_arg args[2] = { { &lp, 0 }, { &lp, 1 } };
+    if (how == PUSH_WAKE) {
+        join_handle_drop(spawn_step(rt, step_woken, &args[0]));
+        join_handle_drop(spawn_step(rt, step_woken, &args[1]));
+        cr_assert(wait_until(both_waiting, &lp, RESCUE_MS), "two tasks spawned from outside were not both "
+                  "polled within 3 s");
+    }
+    bool done = join_within(spawn_step(rt, step_local_pusher, &lp), SCALED_MS(8000));
+    cr_assert(done, "the pushing task never finished (it waits 2 s at the most for what it pushed)");
+    unsigned parks, unparks;
+    still_counts(&clock, &parks, &unparks);
+    if (lp.idle < 0) {
+        /* the other worker parks in the driver within milliseconds on a
+         * free machine; one that parked there before and is not back
+         * within 3 s was held off the CPU */
+        cr_assert(parks > 0, "while task 1 ran on worker %d, the other worker never parked in the runtime's "
+                  "driver (3 s): an idle worker parks, the first one in the driver (runtime.h contract 5)",
+                  lp.pusher);
+        lab_cannot_judge("while task 1 ran on worker %d, the other worker did not get back to its park in the "
+                         "driver within 3 s (it had parked there %u time(s) before): the machine is too "
+                         "loaded to set up the push", lp.pusher, parks);
+    }
+    lab_note("worker %d %s while worker %d was parked in the driver; the driver was unparked %u time(s) during "
+             "the push, %u in all by the end of the wait; a pushed task first ran on worker %d", lp.pusher, what,
+             lp.idle, lp.unparks_at_push - lp.unparks_before, lp.unparks_after - lp.unparks_before,
+             atomic_load(&lp.ran_on));
+    ws_runtime_free(rt);
+    slot_destroy(&lp.woken[0]);
+    slot_destroy(&lp.woken[1]);
+    pthread_mutex_destroy(&clock.lock);
+    pthread_cond_destroy(&clock.cond);
+    if (lp.ran_in_time)
+        return;
+    /* What the push did is read inside it, on the pushing thread: it woke
+     * the driver or it did not, whatever the machine's load. */
+    cr_assert(lp.unparks_at_push != lp.unparks_before,
+              "task 1, on worker %d, %s while worker %d was parked in the driver (the only way back from there "
+              "is an unpark: the driver's clock stands still), then ran a long poll; the push unparked nobody, "
+              "and nothing it pushed ran in 2 s. Which queues do the other workers look at, and who tells a "
+              "sleeping one that there is something in them (runtime.h contract 2: nothing queued is stranded "
+              "while a worker is idle)? The next hint: make hint STAGE=7 ITEM=local-push-wakes",
+              lp.pusher, what, lp.idle);
+    if (lp.ran_late)
+        lab_cannot_judge("task 1's push unparked the sleeping worker %d, which ran what was pushed only after "
+                         "2 s: it was held off the CPU (the machine is loaded)", lp.idle);
+    cr_assert(lp.parks_after == lp.parks_at_push,
+              "task 1, on worker %d, %s while worker %d was parked in the driver; the push unparked it, but it "
+              "parked again without running what was pushed (2 s): where does a woken worker look for work, "
+              "and is a task in another worker's deque or LIFO slot among those places (runtime.h contract 2)?",
+              lp.pusher, what, lp.idle);
+    lab_cannot_judge("task 1's push unparked the sleeping worker %d, which neither ran what was pushed nor "
+                     "parked again in 2 s: it was held off the CPU (the machine is loaded)", lp.idle);
+}
+
+LAB_TEST(idle_rules, local_push_wakes_an_idle_worker, 10)
+{
+    local_push_wakes(PUSH_SPAWN);
+}
+
+LAB_TEST(idle_rules, local_wake_wakes_an_idle_worker, 10)
+{
+    local_push_wakes(PUSH_WAKE);
 }
