@@ -4,9 +4,10 @@ mutant, so no item is a check that cannot fail."""
 import pytest
 
 import re
+import subprocess
 
 import clauses
-from conftest import MUTANT_ENV, apply_mutant, grade, mutants, stages
+from conftest import MUTANT_ENV, ROOT, apply_mutant, grade, mutants, stages
 
 MUTANTS = mutants()
 ITEMS = {(s.name, i.id): i for s in stages() for i in s.items}
@@ -24,6 +25,23 @@ def test_mutants_name_real_items():
     assert not bad, f"mutants that name unknown items: {bad}"
     empty = [m.path.name for m in MUTANTS if not m.catches or not m.bug]
     assert not empty, f"mutants without Catches: or Bug: lines: {empty}"
+
+
+def test_mutants_apply_exactly():
+    """Every patch applies to solutions/ as written: no fuzz (patch dropping
+    context lines that no longer match, which can land a hunk in the wrong
+    place) and no offset (line numbers gone stale). After an edit to
+    solutions/, a mutant that drifted is made again: apply it with patch,
+    then diff -u the files it touches (its header lines kept)."""
+    bad = []
+    for m in MUTANTS:
+        proc = subprocess.run(["patch", "-p1", "--dry-run", "--batch", "--fuzz=0", "-i", str(m.path)],
+                              cwd=ROOT / "solutions", capture_output=True, text=True)
+        said = proc.stdout + proc.stderr
+        if proc.returncode != 0 or re.search(r"\b(fuzz|offset)\b", said):
+            bad.append(f"{m.stage}/{m.path.name}: " + "; ".join(
+                line.strip() for line in said.splitlines() if re.search(r"fuzz|offset|FAILED|reject", line)))
+    assert not bad, "mutants that do not apply exactly to solutions/ (remake them with diff -u):\n  " + "\n  ".join(bad)
 
 
 # A race item stops at its first failing run; here each makes exactly this
