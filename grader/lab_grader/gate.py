@@ -197,9 +197,11 @@ def check_assembly(text, source_name, variant):
         if stripped.startswith("#APP"):
             raise Refused(f"{where}: inline assembly is not allowed in this lab")
         word = stripped.split(None, 1)[0] if stripped else ""
-        if word in ("rdtsc", "rdtscp", "rdpid", "rdrand", "rdseed", "cpuid", "syscall", "sysenter", "int"):
+        if word in ("rdtsc", "rdtscp", "rdpid", "rdrand", "rdseed", "cpuid", "syscall", "sysenter", "int",
+                    "pushf", "pushfq", "pushfw", "popf", "popfq", "popfw"):
             raise Refused(f"{where}: the instruction {word}, which C code of this lab has no use for (a clock "
-                          "read behind the grader's back, or a system call)")
+                          "read behind the grader's back, a system call, or the flags word, which tells a "
+                          "single-stepped count from a plain run)")
         if word in (".incbin", ".include", ".macro", ".irp", ".irpc", ".rept", ".purgem"):
             raise Refused(f"{where}: the assembly has a {word} directive, which C code of this lab never makes "
                           "(a section name or an asm statement put it there)")

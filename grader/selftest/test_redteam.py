@@ -103,6 +103,14 @@ def reads_the_cycle_counter(tree):
                   "static unsigned long long (*keep_now)(void) __attribute__((used)) = now;\n")
 
 
+def reads_the_flags_word(tree):
+    """The trap flag tells a query single-stepped for its instruction count
+    (stage 05's next-expiration-o-levels) from a plain run; a builtin reads
+    it without an asm statement, and the assembly shows pushf."""
+    _append(tree, "\nstatic unsigned long long flags(void) { return __builtin_ia32_readeflags_u64(); }\n"
+                  "static unsigned long long (*keep_flags)(void) __attribute__((used)) = flags;\n")
+
+
 def anchors_on_the_harness_data(tree):
     """The independent red-team's forge started from &lab_todo_record_fd,
     which common/lab_todo.h declares: an address in the harness's data,
@@ -114,7 +122,8 @@ def anchors_on_the_harness_data(tree):
 ATTACKS = [criterion_override, forged_end, constructor, include_reference, include_dev_zero, symlink_reference,
            symlinked_stage_folder,
            inline_asm, hide_from_tsan, reads_environment, incbin_behind_a_line_marker, directive_in_a_section_name,
-           ifunc_resolver, times_the_forcing_hooks, reads_the_cycle_counter, anchors_on_the_harness_data]
+           ifunc_resolver, times_the_forcing_hooks, reads_the_cycle_counter, reads_the_flags_word,
+           anchors_on_the_harness_data]
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])
