@@ -46,6 +46,38 @@ def tsan_by_pid(log_dir):
     return out
 
 
+# a frame of a sanitizer's report: "#3 func file:line (module+0x1f2e)", its
+# function and place "<null>" where the module has no symbols or lines
+FRAME_IN = re.compile(r"^(?P<lead>\s*#\d+ )(?P<what>.*?) \((?P<module>[^()\s]+)\+0x(?P<off>[0-9a-f]+)\)\s*$")
+# its last line: "SUMMARY: ThreadSanitizer: data race (module+0x1f2e) in func"
+SUMMARY_IN = re.compile(r"^(?P<lead>SUMMARY: .*?)\((?P<module>[^()\s]+)\+0x(?P<off>[0-9a-f]+)\)(?P<tail> in .*)$")
+
+
+def symbolize(report, binary):
+    """A ThreadSanitizer report from a run of the jail's copy of `binary`
+    (which has neither symbols nor a line table: transcript.py), its frames
+    in that binary named from the grader's own copy."""
+    name = pathlib.Path(binary).name
+    hits = []
+    for i, line in enumerate(report):
+        m = FRAME_IN.match(line) or SUMMARY_IN.match(line.strip())
+        if m and pathlib.Path(m.group("module")).name == name:
+            hits.append((i, m, int(m.group("off"), 16)))
+    if not hits:
+        return report
+    out = list(report)
+    for (i, m, off), loc in zip(hits, records.Symbolizer(binary).locate([o for _, _, o in hits])):
+        if not loc:
+            continue
+        func, where = loc[0]   # the innermost of the inlined frames: where the access is
+        where = where.split(" (discriminator")[0]
+        if m.re is SUMMARY_IN:
+            out[i] = f"{m.group('lead')}{where}{m.group('tail')}"
+        else:
+            out[i] = f"{m.group('lead')}{func} {where} ({m.group('module')}+0x{off:x})"
+    return out
+
+
 # frames of the grader's own plumbing, never the student's business
 PLUMBING = ("__wrap_", "lab_standin_fn_", "run_one (", "run_one common/", "main (runner.c", "main common/testing/standin",
             "criterion_internal_test_main", "(below main)")

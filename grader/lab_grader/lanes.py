@@ -58,7 +58,7 @@ class Lane:
     memory: int = invoke.MEMORY_LIMIT
     checker: Checker = None
     exclusive: bool = False   # takes every slot: nothing else runs beside it
-    strip_symbols: bool = False  # run a copy without .symtab (the tools' lanes keep it for their reports)
+    strip_symbols: bool = False  # run a copy without .symtab and DWARF (Valgrind keeps them: it names lines itself)
 
     def invocation(self, binary, tests, run_dir, base_env, scale):
         logs = run_dir / self.checker.logs if self.checker else None
@@ -80,7 +80,7 @@ LANES = {
                                      "Valgrind found {n} memory error(s) or leak(s)", shown=3, limit=24)),
     "tsan": Lane("tsan", "tsan", jobs=1, env=(("TSAN_OPTIONS", TSAN_OPTIONS + " log_path={logs}/tsan"),
                                               ("LAB_SCALE", TSAN_SCALE)), data_limit=0,
-                 memory=invoke.TOOL_MEMORY_LIMIT,
+                 memory=invoke.TOOL_MEMORY_LIMIT, strip_symbols=True,
                  checker=Checker("tsan", checkers.tsan_by_pid,
                                  (Verdict.PASS, Verdict.FAIL, Verdict.TIMEOUT, Verdict.CRASH, Verdict.EXITED_EARLY),
                                  Verdict.RACE, "ThreadSanitizer reported {n} problem(s)", shown=2, limit=30)),
@@ -108,11 +108,16 @@ def repeat(once, runs, every=False):
     return runs, None, None
 
 
-def check(lane, outs, result, run_dir):
-    """The lane's checker over a finished run's outcomes."""
+def check(lane, outs, result, run_dir, binary=None):
+    """The lane's checker over a finished run's outcomes. A lane that ran a
+    copy without symbols (strip_symbols) has its reports' frames named from
+    `binary`, the grader's own copy."""
     c = lane.checker
     if c is not None:
-        checkers.attach(outs, result, c.by_pid(run_dir / c.logs), c.overrides, c.verdict, c.message, c.shown, c.limit)
+        by_pid = c.by_pid(run_dir / c.logs)
+        if lane.strip_symbols and binary is not None:
+            by_pid = {p: [checkers.symbolize(rep, binary) for rep in reps] for p, reps in by_pid.items()}
+        checkers.attach(outs, result, by_pid, c.overrides, c.verdict, c.message, c.shown, c.limit)
     return outs
 
 

@@ -183,7 +183,7 @@ class Pipeline:
         outs, result = self.runner.run(inv, sp.hang_hints, lane.exclusive)
         calibrate.calibrate(outs, inv, self.runner, b.reference.get(lane.variant), set(sp.public),
                             limits_hit=bool(result.refused or result.oom_kills))
-        return lanes.check(lane, outs, result, run_dir)
+        return lanes.check(lane, outs, result, run_dir, inv.binary)
 
     def plain(self, sp, tests=None):
         """The plain lane: tests (by default those of the graded plain items,
