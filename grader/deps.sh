@@ -50,6 +50,12 @@ command -v addr2line >/dev/null 2>&1 || need="$need binutils"
 command -v patch >/dev/null 2>&1 || need="$need patch"
 [ -f /usr/include/criterion/criterion.h ] || need="$need libcriterion-dev"
 [ -f /usr/include/liburing.h ] || need="$need liburing-dev"   # stage 08 (grader/rubric/08-uring.toml: libs)
+# stage 08's reference calls io_uring_submit_and_get_events, new in liburing
+# 2.3 (its symbol version in liburing.so is LIBURING_2.3): an older one
+# cannot build the stage
+if [ -f /usr/include/liburing.h ] && ! grep -q io_uring_submit_and_get_events /usr/include/liburing.h; then
+    echo "deps.sh: liburing-dev here is older than 2.3: stage 08 will not build (the other stages are not affected)" >&2
+fi
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 have_pytest || need="$need python3-pytest"
 # rubrics are TOML: Python 3.11 reads it; 3.10 needs python3-tomli

@@ -2,7 +2,7 @@
  * them dropped mid-flight.
  *
  *   make trace STAGE=8                        your ring (labs/)
- *   make trace STAGE=8 TARGET=solutions
+ *   make trace STAGE=8 TARGET=path/to/tree    another tree like labs/
  *
  * Eight tasks each read one message from a socketpair on the ring; a ninth
  * sends to each pair in turn, 3 ms apart, on stage 05's timers. Every

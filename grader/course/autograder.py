@@ -35,7 +35,8 @@ SETUP = """#!/bin/sh
 set -e
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q make gcc binutils patch libcriterion-dev valgrind python3 python3-pytest python3-jsonschema
+apt-get install -y -q make gcc binutils patch libcriterion-dev liburing-dev valgrind python3 python3-pytest \
+    python3-jsonschema
 python3 -c 'import tomllib' 2>/dev/null || apt-get install -y -q python3-tomli
 # Warm the build cache once, here, for every submission: common/, the tests
 # and the reference's test binaries compile now, not in each cold container

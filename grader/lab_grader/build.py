@@ -88,7 +88,13 @@ def run_limited(cmd, timeout=COMPILE_TIMEOUT, output=None, jailed=False, sees=()
     machine allows, the jail is a root of its own that holds /usr and the
     folders in `sees` (read-only) and nothing else: whatever the source
     includes or the assembler pulls in, it can only be one of those files."""
-    jail = (sandbox.shared().jail(memory=COMPILE_MEMORY, private=False, binds=[(d, False) for d in _bindable(sees)])
+    box = sandbox.shared()
+    # a user id of its own only inside a root of its own: on the machine's
+    # own files it could not read a tree in a folder only root may enter
+    # (a pytest tmp folder, /root), and the gate has refused every include
+    # that reaches outside the stage, common/ and the system headers
+    own = bool(box.minimal_root and box.pidns)
+    jail = (box.jail(memory=COMPILE_MEMORY, private=False, own_user=own, binds=[(d, False) for d in _bindable(sees)])
             if jailed else None)
     cwd, env = None, None
     try:

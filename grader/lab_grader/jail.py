@@ -212,10 +212,10 @@ def copy_back(src, dst):
     report and the tools' logs before anything a test wrote to fill its
     disk), a file that does not fit cut; so a run that filled its disk
     quota leaves the grader's disk as it was and its records intact."""
-    found = []
+    found, seen = [], 0   # seen: directories and files looked at, in all
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
         rel = pathlib.Path(dirpath).relative_to(src)
-        (dst / rel).mkdir(parents=True, exist_ok=True)
+        seen += 1 + len(filenames)
         for f in filenames:
             p = pathlib.Path(dirpath) / f
             try:
@@ -224,16 +224,18 @@ def copy_back(src, dst):
                 continue
             if stat.S_ISREG(st.st_mode):
                 found.append((st.st_size, str(rel / f)))
-            if len(found) >= COPY_BACK_FILES:
-                break
+        if seen >= COPY_BACK_FILES:
+            break   # the whole walk: a run that made a million folders costs no more than this
     left = COPY_BACK_BYTES
-    for size, rel in sorted(found):
-        if left <= 0:
+    for n, (size, rel) in enumerate(sorted(found)):
+        if left <= 0 or n >= COPY_BACK_FILES:
             return
+        left -= 64   # an empty file costs something too: its folder and its entry
         try:
             fd = os.open(pathlib.Path(src) / rel, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             continue
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)   # only the folders of a file copied
         with os.fdopen(fd, "rb") as fin, open(dst / rel, "wb") as fout:
             data = fin.read(min(left, COPY_BACK_FILE_BYTES))
             fout.write(data)

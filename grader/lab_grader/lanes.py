@@ -130,6 +130,7 @@ class Runner:
         self.seed = seed
         self.nslots = slots
         self.slots = threading.BoundedSemaphore(slots)
+        self.exclusive = threading.Lock()   # held while a run takes every slot
         self.valgrind_scale = valgrind_scale
         self.work = work
         self.run_dirs = []   # every run directory, in order
@@ -149,8 +150,14 @@ class Runner:
         """One run; returns its invoke.RunResult."""
         self.run_dirs.append(inv.run_dir)
         weight = self.nslots if exclusive else 1
-        for _ in range(weight):
+        if weight == 1:
             self.slots.acquire()
+        else:
+            # one taker of every slot at a time: two that each held one slot
+            # and waited for the other's would wait for ever
+            with self.exclusive:
+                for _ in range(weight):
+                    self.slots.acquire()
         start = time.monotonic()
         try:
             return inv.execute()

@@ -44,17 +44,28 @@ class QuizError(Exception):
 
 def load(path):
     """{question id: {"claim":..., "choices": [...], "answer": ...}}"""
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise QuizError(f"{path.name} is not valid TOML: {e}") from None
+    data = _toml(path)
     out = {}
     for qid, q in data.items():
         if not isinstance(q, dict):
             continue
-        out[qid] = {"claim": q.get("claim", ""), "choices": list(q.get("choices", [])),
-                    "answer": str(q.get("answer", "")).strip()}
+        choices = q.get("choices", [])
+        if not isinstance(choices, list):
+            raise QuizError(f"{path.name}: [{qid}] choices must be a list of strings")
+        out[qid] = {"claim": q.get("claim", ""), "choices": choices, "answer": str(q.get("answer", "")).strip()}
     return out
+
+
+def _toml(path):
+    """The file's TOML, or a QuizError that says in one line why not."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise QuizError(f"{path.name} is not valid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise QuizError(f"{path.name} is not UTF-8 text") from None
+    except OSError as e:
+        raise QuizError(f"{path.name} cannot be read: {e.strerror}") from None
 
 
 def judge(ids, answers, key):
@@ -127,10 +138,7 @@ def write_hashed(path, groups):
 
 
 def load_hashed(path):
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise QuizError(f"{path.name} is not valid TOML: {e}") from None
+    data = _toml(path)
     return {k: v for k, v in data.items() if isinstance(v, dict)}
 
 

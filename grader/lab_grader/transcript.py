@@ -13,18 +13,18 @@ test by test) can tell.
 The grader turns each offset into file:line with addr2line on its own copy
 of the binary (the one the test ran has no symbol table and no line table)
 and compares with the stage's table, grader/tests/NN-name/sites.json,
-written by `python3 grader/tools.py sites` from runs of the reference and
-checked by make test:
+written by `python3 grader/authoring/sites.py` from runs of the reference
+and checked by make test:
 
   required  the checks reached in every reference run, in every lane
-  allowed   the checks reached in any honest run (the reference's and the
-            passing tests of every mutant's grading)
+  allowed   those, and the checks reached in some reference run (or in an
+            honest tree's, with sites.py --honest)
 
 A passed test fails here when its record names fewer than all but
 MISSING_SLACK of the required checks, or more than EXTRA_SLACK checks
 outside the allowed ones: a transcript made by listing every check in the
-binary, or every check of the test's own function, names checks of other
-tests and of the failure branches. The slack is for honest code that takes
+binary names other tests' checks; one made of the checks inside the test's
+own function misses those of the helpers it calls. The slack is for honest code that takes
 a path the reference never took (a future that is ready one poll earlier
 skips a check inside a loop); the lab's own choice, measured in
 docs/instructors.md (the threat model).
@@ -44,6 +44,8 @@ from .outcomes import Verdict
 TABLE = "sites.json"
 MISSING_SLACK = 1   # required checks an honest run may skip
 EXTRA_SLACK = 3     # checks outside the allowed ones an honest run may reach
+MOST = 2048         # checks one record can name: the harness's set holds no more (SITE_SLOTS)
+BATCH = 500         # addresses per addr2line call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,13 +117,14 @@ def locate(binary, offsets):
         todo = sorted(o for o in offsets if o not in known)
     if todo:
         base = _start(binary)
-        # a return address: the call is the byte before it
-        out = subprocess.run(["addr2line", "-e", str(binary), "-a"] + [hex(base + o - 1) for o in todo],
-                             capture_output=True, text=True, timeout=120).stdout.splitlines()
         found = {}
-        for i in range(0, len(out) - 1, 2):
-            where = out[i + 1].split(" (discriminator")[0]
-            found[int(out[i], 16) - base + 1] = None if where.startswith("??") else records.short_path(where)
+        for k in range(0, len(todo), BATCH):
+            # a return address: the call is the byte before it
+            out = subprocess.run(["addr2line", "-e", str(binary), "-a"] + [hex(base + o - 1) for o in todo[k:k + BATCH]],
+                                 capture_output=True, text=True, timeout=120).stdout.splitlines()
+            for i in range(0, len(out) - 1, 2):
+                where = out[i + 1].split(" (discriminator")[0]
+                found[int(out[i], 16) - base + 1] = None if where.startswith("??") else records.short_path(where)
         with _cache_lock:
             for o in todo:
                 known[o] = found.get(o)
@@ -157,20 +160,34 @@ def check(outs, recs, binary, table, dump=None):
     the table. dump: a path to write {test: [file:line, ...]} of the passed
     tests to (the table's generator reads those)."""
     seen = {}
-    if not has_lines(binary):
-        return outs
+    try:
+        if not has_lines(binary):
+            return outs
+    except (OSError, subprocess.SubprocessError):
+        return outs   # the grader's own tools failed: nothing to compare with (a grading without binutils)
     for test, o in outs.items():
         if o.verdict != Verdict.PASS:
             continue
         runs = recs.get(test, [])
         if not runs:
             continue
-        got = reached(runs[-1], binary)
-        seen[test] = sorted(got)
+        run = runs[-1]
         e = table.get(test)
-        if e is None:
-            continue
-        why = judge(test, got, e)
+        if len(run.sites) > MOST or run.sites_over:
+            # no test of the lab has a tenth of that many checks: a record
+            # that says so (or says the set filled) is not the harness's
+            why = (f"the test's completion record names more checks than the harness can keep "
+                   f"({len(run.sites)}{' and more' if run.sites_over else ''}): it was not written by the "
+                   "harness (by code under test?)")
+        else:
+            try:
+                got = reached(run, binary)
+            except (OSError, subprocess.SubprocessError):
+                continue   # addr2line failed on the grader's own copy: the record stands as it is
+            seen[test] = sorted(got)
+            if e is None:
+                continue
+            why = judge(test, got, e)
         if why:
             o.verdict = Verdict.EXITED_EARLY
             o.message = why

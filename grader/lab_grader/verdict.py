@@ -15,8 +15,8 @@ BUILD_WORDS = {"missing": "missing file", "link": "did not link", "grader": "gra
 
 def not_built(item, error):
     what = BUILD_WORDS.get(error.kind, "did not compile")
-    return ItemResult(item, Status.FAILED, 0, f"{what}: {error.first}" if error.kind != "link" else error.first,
-                      build_error=error)
+    said = error.first if error.kind in ("link", "not-submitted") else f"{what}: {error.first}"
+    return ItemResult(item, Status.FAILED, 0, said, build_error=error)
 
 
 def from_outcomes(item, outcomes):

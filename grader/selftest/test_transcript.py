@@ -100,7 +100,7 @@ def test_forged_records_fail_and_true_ones_pass(tmp_path):
     own = {t: calls.get("lab_body_" + t.replace("::", "_"), set()) for t in recs}
     caught = verdicts(lambda t, r: own[t])
     print(f"a forge that names its body's own checks passes {len(recs) - len(caught)} of {len(recs)} tests")
-    assert len(caught) >= len(recs) * 3 // 4, sorted(set(recs) - set(caught))
+    assert set(caught) == set(recs), sorted(set(recs) - set(caught))   # docs/instructors.md says every test
 
 
 def test_the_margins_are_what_the_docs_say():

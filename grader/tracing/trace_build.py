@@ -242,8 +242,12 @@ def ship_traced_reference(out_root, names=None):
         for d in dirs:
             incs += ["-iquote", str(d)]
         for src in st.sources:
+            obj = dest / (pathlib.Path(src).stem + ".o")
             subprocess.run([CC, *FLAGS, "-Werror", *incs, "-c", rel(SOLUTIONS / st.name / src),
-                            "-o", str(dest / (pathlib.Path(src).stem + ".o"))], cwd=ROOT, check=True)
+                            "-o", str(obj)], cwd=ROOT, check=True)
+            # no DWARF in the handout: it would print the reference's private
+            # structs and lines (handout.py's reference objects are shipped so too)
+            subprocess.run(["strip", "--strip-debug", str(obj)], check=True)
 
 
 def run_served(binary, stage, load, env):

@@ -287,7 +287,7 @@ int ring_new(unsigned sq_entries, unsigned max_ops, struct ring **out)
     (void)sq_entries;
     (void)max_ops;
     (void)out;
-    LAB_TODO("a non-blocking eventfd with a read of it queued on the ring; the state EMPTY (docs/08-uring.md#the-ring-driver)");
+    LAB_TODO("ring.h contract 4: an eventfd whose read the ring always has queued, and the state EMPTY; what would O_NONBLOCK do to a read the kernel waits on for you? (docs/08-uring.md#the-ring-driver)");
     *out = r;
     return 0;
 }

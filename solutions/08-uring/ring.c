@@ -439,8 +439,8 @@ int ring_new(unsigned sq_entries, unsigned max_ops, struct ring **out)
         free(r);
         return e;
     }
-    /* BEGIN STUDENT: a non-blocking eventfd with a read of it queued on the ring; the state EMPTY (docs/08-uring.md#the-ring-driver) */
-    r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    /* BEGIN STUDENT: ring.h contract 4: an eventfd whose read the ring always has queued, and the state EMPTY; what would O_NONBLOCK do to a read the kernel waits on for you? (docs/08-uring.md#the-ring-driver) */
+    r->efd = eventfd(0, EFD_CLOEXEC); /* blocking: the ring's read waits for data (no -EAGAIN CQE) */
     if (r->efd < 0) {
         e = -errno;
         io_uring_queue_exit(&r->ring);

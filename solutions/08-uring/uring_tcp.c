@@ -209,8 +209,8 @@ enum poll uring_write_poll(struct uring_write *wr, struct context *cx, ssize_t *
         int32_t res;
         if (ring_op_poll(r, wr->op, cx, &res) == POLL_PENDING)
             return POLL_PENDING;
-        if (res <= 0) {
-            *out = res < 0 ? res : -EPIPE;
+        if (res < 0 || (res == 0 && wr->len > 0)) {
+            *out = res < 0 ? res : -EPIPE; /* nothing sent of what was left: the peer is gone */
             break;
         }
         wr->done += (size_t)res;
