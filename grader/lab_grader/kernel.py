@@ -19,6 +19,14 @@ MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
+MS_NOEXEC = 0x8
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
+MS_RELATIME = 0x200000
+# statvfs's flag bits (os.ST_*) and the mount flags that keep each: in a user
+# namespace a bind's remount must repeat the flags its source is locked with
+KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+              (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
 PRIVATE_DIRS = ("/tmp", "/dev/shm", "/var/tmp")  # each run gets empty ones
 PRIVATE_DIR_SIZE = 256 << 20  # bytes each of them may hold (a tmpfs is memory: it counts against the run's)
 MNT_DETACH = 2
@@ -65,7 +73,10 @@ def private_dirs(home, readonly=()):
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing of ours propagates out
     for path in readonly:
         if os.path.isdir(path) and not (home is not None and str(home).startswith(path.rstrip("/") + "/")):
-            _bind(path, path)
+            try:
+                _bind(path, path)
+            except OSError:
+                pass   # left writable here; the grader's fingerprint of its own files still stands guard
     keep = os.open(home, os.O_PATH | os.O_DIRECTORY) if home is not None else -1
     try:
         for d in PRIVATE_DIRS:
@@ -92,7 +103,12 @@ ROOT_SIZE = 4 << 20   # bytes of the tmpfs that holds the root's own folders (mo
 def _bind(source, target, writable=False, device=False):
     mount(source, target, None, MS_BIND | MS_REC, None)
     if not writable and not device:
-        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, None)
+        have = os.statvfs(target).f_flag
+        kept = 0
+        for st, ms in KEPT_FLAGS:
+            if have & st:
+                kept |= ms
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | kept, None)
 
 
 def minimal_root(root, binds, cwd):
