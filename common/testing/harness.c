@@ -13,10 +13,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <valgrind/valgrind.h>
 
 #include "harness.h"
 #include "../lab_todo.h"
@@ -377,6 +385,75 @@ static void install_handlers(void)
     sigaction(DUMP_SIGNAL, &sa, NULL);
 }
 
+/* ---- the test's code stays as compiled ---------------------------------- */
+
+/* Defined (by a stage's test support) where the tests use io_uring: its
+ * rings may then be set up. Weak: absent, the address is null. */
+extern const int lab_uses_io_uring __attribute__((weak));
+
+/* From here on the process can neither make memory executable nor write
+ * the code it has: no mprotect, pkey_mprotect or mmap with PROT_EXEC; no
+ * open for writing (which /proc/self/mem would need: it writes through
+ * page protections), no ptrace, process_vm_writev, personality (read-
+ * implies-exec), shmat or remap_file_pages; no io_uring where the stage
+ * has no use for it (its own open and write would not pass through this
+ * filter). Code under test that patched a failed check's branch into a
+ * held one (a red-team pass of issue 25: 14 points on stage 01 from code
+ * that earns 3) gets EPERM. The records are written to descriptors opened
+ * before. Not under Valgrind, whose own translations need executable
+ * memory (its lane judges memory errors itself), and not off x86-64. */
+static void seal_code(void)
+{
+#if defined(__x86_64__)
+    if (RUNNING_ON_VALGRIND)
+        return;
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+#define DENY(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
+#define ALLOW BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+    bool uring = &lab_uses_io_uring != NULL;
+    /* denied outright (the last one only where the stage has no rings) */
+    const unsigned denied[] = { SYS_creat, SYS_openat2, SYS_ptrace, SYS_process_vm_writev, SYS_personality,
+                                SYS_shmat, SYS_remap_file_pages, SYS_io_uring_setup };
+    const unsigned ndenied = sizeof denied / sizeof denied[0] - (uring ? 1 : 0);
+    struct sock_filter f[64] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        DENY(EPERM),                                                         /* another ABI: int 0x80 */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),              /* x32 numbers */
+        DENY(EPERM),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pkey_mprotect, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JA, 4, 0, 0),                                /* to openat */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),                      /* prot */
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1),
+        DENY(EPERM),
+        ALLOW,
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 4),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),                      /* flags */
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRONLY | O_RDWR, 0, 1),
+        DENY(EACCES),
+        ALLOW,
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_open, 0, 4),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)),                      /* flags */
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRONLY | O_RDWR, 0, 1),
+        DENY(EACCES),
+        ALLOW,
+    };
+    unsigned n = 24;
+    for (unsigned i = 0; i < ndenied; i++)   /* each: to the DENY after the ALLOW below */
+        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, denied[i], (unsigned char)(ndenied - i), 0);
+    f[n++] = (struct sock_filter)ALLOW;
+    f[n++] = (struct sock_filter)DENY(EPERM);
+    struct sock_fprog prog = { .len = (unsigned short)n, .filter = f };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return;
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
+        (void)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog); /* this thread and those it starts */
+#endif
+}
+
 /* ---- the checks reached ----------------------------------------------- */
 
 __attribute__((noinline)) void lab_site(void)
@@ -455,6 +532,7 @@ void lab_test_begin(const char *suite, const char *name, double timeout_s)
     backtrace(warm, 2); /* loads the unwinder now, not inside a signal handler */
     install_handlers();
     record("BEGIN %d %s\n", (int)getpid(), test_id);
+    seal_code();
 
     const char *no_watchdog = getenv("LAB_NO_WATCHDOG"); /* make debug: a debugger is in charge */
     if (no_watchdog && *no_watchdog)
