@@ -61,7 +61,7 @@ struct io_driver *io_driver_new(struct reactor *r)
         return NULL;
     d->r = r;
     (void)r;
-    LAB_TODO("a non-blocking eventfd, added to r's epoll set with the token REACTOR_TOKEN_WAKE; the state EMPTY (docs/06-reactor.md#the-io-driver)");
+    LAB_TODO("io_driver.h contract 1: what can another thread write to end an epoll_wait, and how does dispatch tell it from a socket (reactor.h: REACTOR_TOKEN_WAKE)? (docs/06-reactor.md#the-io-driver)");
     return d;
 }
 
@@ -70,7 +70,7 @@ void io_driver_free(struct io_driver *d)
     if (!d)
         return;
     (void)d;
-    LAB_TODO("out of the epoll set, then close the eventfd (docs/06-reactor.md#the-io-driver)");
+    LAB_TODO("reactor.h contract 5, for the driver's own descriptor: in which order do its registration and the descriptor go? (docs/06-reactor.md#the-io-driver)");
     free(d);
 }
 

@@ -124,7 +124,7 @@ struct io_driver *io_driver_new(struct reactor *r)
     if (!d)
         return NULL;
     d->r = r;
-    /* BEGIN STUDENT: a non-blocking eventfd, added to r's epoll set with the token REACTOR_TOKEN_WAKE; the state EMPTY (docs/06-reactor.md#the-io-driver) */
+    /* BEGIN STUDENT: io_driver.h contract 1: what can another thread write to end an epoll_wait, and how does dispatch tell it from a socket (reactor.h: REACTOR_TOKEN_WAKE)? (docs/06-reactor.md#the-io-driver) */
     d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (d->efd < 0) {
         free(d);
@@ -147,7 +147,7 @@ void io_driver_free(struct io_driver *d)
 {
     if (!d)
         return;
-    /* BEGIN STUDENT: out of the epoll set, then close the eventfd (docs/06-reactor.md#the-io-driver) */
+    /* BEGIN STUDENT: reactor.h contract 5, for the driver's own descriptor: in which order do its registration and the descriptor go? (docs/06-reactor.md#the-io-driver) */
     epoll_ctl(reactor_epoll_fd(d->r), EPOLL_CTL_DEL, d->efd, NULL);
     close(d->efd);
     /* END STUDENT */
