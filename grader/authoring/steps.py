@@ -34,6 +34,7 @@ ROOT = skeleton.ROOT
 STEP = re.compile(r"^[ \t]*<!-- step (?P<number>\d+) (?P<body>.*?) -->[ \t]*$", re.M | re.S)
 FIELDS = ("writes", "checkpoint", "not yet")
 ITEMS = re.compile(r"ITEMS=([\w,-]+)")
+FIRST_ITEM = re.compile(r"^[ \t]*1\.[ \t]", re.M)
 
 
 @dataclasses.dataclass
@@ -61,6 +62,12 @@ def steps(chapter):
     out, begin = [], 0
     for m in STEP.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
+        if not out:
+            # step 1's text starts at its list item, not at the top of the
+            # chapter: the sections before the exercise run ITEMS= of their own
+            # (a first version and the item that fails on it)
+            firsts = [f.start() for f in FIRST_ITEM.finditer(text, 0, m.start())]
+            begin = firsts[-1] if firsts else 0
         fields = {}
         for part in m.group("body").split(";"):
             key, sep, value = part.partition(":")

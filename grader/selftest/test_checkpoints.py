@@ -79,6 +79,18 @@ def test_a_step_comment_may_run_over_lines(tmp_path):
     assert (st.writes, st.checkpoint, st.not_yet, steps.shown_items(st)) == (["f", "struct g"], ["a"], ["m"], ["a"])
 
 
+def test_step_one_runs_only_its_own_items(tmp_path):
+    """A section before the exercise may run a first version's failing item
+    (ITEMS=z): step 1's text starts at its list item, so that is not its."""
+    chapter = tmp_path / "ch.md"
+    chapter.write_text("Write the first version and run `make grade ITEMS=z`.\n\n"
+                       "1. a list of the section's own\n\nA good order:\n\n"
+                       "1. Write f. `ITEMS=a`\n   <!-- step 1 writes: f; checkpoint: a -->\n"
+                       "2. Write g. `ITEMS=b`\n   <!-- step 2 writes: g; checkpoint: b -->\n")
+    one, two = steps.steps(chapter)
+    assert (steps.shown_items(one), steps.shown_items(two)) == (["a"], ["b"])
+
+
 def test_partial_stage_keeps_only_the_steps_regions(tmp_path):
     """The tree of a step: its regions as in solutions/, the others stubs."""
     s, st = CHECKPOINTS[0]

@@ -63,7 +63,7 @@ struct deadline_signal_future {
 
 /* What the three handles point at. */
 struct deadline_signal_shared {
-    int todo_your_fields_here; /* TODO: a mutex, the state (WAITING / COMPLETED / EXPIRED / CONSUMED), who won (kept after CONSUMED), the value, the latest waker, whether the future still listens, how many handles are alive (docs/04-deadline-signal.md#the-shared-state) */
+    int todo_your_fields_here; /* TODO: contracts 1 to 10: what must the three handles find in one place, under one lock, to decide once, tell the loser who won, wake the latest poller and know which of them is the last to go? (docs/04-deadline-signal.md#the-shared-state) */
 
     /* The handles live inside the block they point at: one allocation. */
     struct deadline_signal producer;

@@ -20,7 +20,7 @@ enum poll join2_poll(struct join2 *j, struct context *cx)
 void join2_drop(struct join2 *j)
 {
     (void)j;
-    LAB_TODO("drop every child that is not done (docs/05-timer.md#join-and-select)");
+    LAB_TODO("combinators.h: the join owns each child until when, and which of them does it still own now? (docs/05-timer.md#join-and-select)");
 }
 
 static enum poll join2_vpoll(void *self, struct context *cx, void *out)
@@ -51,7 +51,7 @@ enum poll select2_poll(struct select2 *s, struct context *cx, int *winner)
 void select2_drop(struct select2 *s)
 {
     (void)s;
-    LAB_TODO("drop what is still live (docs/05-timer.md#join-and-select)");
+    LAB_TODO("combinators.h: a select dropped before a winner, after one: which children does it still own? (docs/05-timer.md#join-and-select)");
 }
 
 static enum poll select2_vpoll(void *self, struct context *cx, void *out)
@@ -87,7 +87,7 @@ enum poll timeout_poll(struct timeout *t, struct context *cx, enum timeout_resul
 void timeout_drop(struct timeout *t)
 {
     (void)t;
-    LAB_TODO("never polled: drop the inner future and the (unregistered) sleep; else drop the race (docs/05-timer.md#timeout)");
+    LAB_TODO("combinators.h, sleep.h contract 3: what does a timeout own before its first poll, and what once it has started the race? (docs/05-timer.md#timeout)");
 }
 
 static enum poll timeout_vpoll(void *self, struct context *cx, void *out)

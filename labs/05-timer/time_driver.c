@@ -1,19 +1,19 @@
 /* time_driver.c - stage 05: park until the next timer, then fire.
  *
  * One mutex, `lock`, protects the wheel (and every time_timer registered in
- * it: its entry, waker and fired flag), `park_until` and the fire batch.
- * Nothing is woken while it is held: advance moves the wakers of fired timers
- * into `batch` (at most TD_BATCH at a time, so no allocation), the mutex is
- * released, the batch is woken, and the next batch follows. A waker may do
- * anything, dropping another sleep (which takes the lock) included.
+ * it: its entry, waker and fired flag) and what the owner publishes for the
+ * other threads. time_driver.h contract 2: nothing is woken while it is
+ * held, since a waker may do anything, dropping another sleep (which takes
+ * the lock) included. Where, then, do the fired timers' wakers wait between
+ * advance and the unlock, with no allocation, and what if more are due than
+ * that place holds? (TD_BATCH below is the size the reference chose.)
  *
- * park_until is how a registration on another thread knows whether to
- * unpark: the owner writes, under the lock, the absolute time it is about to
- * sleep until (TIMER_WHEEL_NEVER for forever), before it unlocks and parks;
- * it writes 0 ("not parked") once it is back. A registration whose deadline
- * is earlier unparks the inner driver. If that lands between the owner's
- * unlock and its park, the inner driver keeps the token (driver.h), so the
- * park returns at once: nothing is lost.
+ * Contract 3: a registration on another thread must find out whether its
+ * deadline comes before the time the owner is about to sleep until. What
+ * does the owner write, under the lock, before it unlocks and parks, and
+ * what once it is back? If the registration's unpark lands between the
+ * owner's unlock and its park, the inner driver keeps the token (driver.h),
+ * so that park returns at once: nothing is lost.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

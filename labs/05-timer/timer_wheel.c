@@ -33,7 +33,7 @@ struct list_head {
 };
 
 struct timer_wheel {
-    int todo_your_fields_here; /* TODO: the slots, one occupied bitmap per level, the wheel's time, the entry count (docs/05-timer.md#the-wheel) */
+    int todo_your_fields_here; /* TODO: timer_wheel.h contracts 4 and 5: 6 levels of 64 slots; what lets insert and cancel touch one slot, and the next-expiration query read O(levels) words, never an entry? (docs/05-timer.md#the-wheel) */
 };
 
 

@@ -101,7 +101,7 @@ enum poll tcp_accept_poll(struct tcp_accept *a, struct context *cx, struct tcp_s
 void tcp_accept_drop(struct tcp_accept *a)
 {
     (void)a;
-    LAB_TODO("a back-off's timer cancelled; the listener's read waker dropped (docs/06-reactor.md#dropping-a-future-deregisters-at-once)");
+    LAB_TODO("tcp.h contract 2: a dropped accept may be backing off or waiting for a connection; what does each leave in the wheel or the reactor? (docs/06-reactor.md#dropping-a-future-deregisters-at-once)");
 }
 
 static enum poll accept_vpoll(void *self, struct context *cx, void *out) { return tcp_accept_poll(self, cx, out); }
@@ -132,7 +132,7 @@ enum poll tcp_connect_poll(struct tcp_connect *c, struct context *cx, struct tcp
 void tcp_connect_drop(struct tcp_connect *c)
 {
     (void)c;
-    LAB_TODO("a half-made connection: deregistered, then closed (docs/06-reactor.md#dropping-a-future-deregisters-at-once)");
+    LAB_TODO("tcp.h contract 2, reactor.h contract 5: a half-made connection is dropped; what does the reactor still hold of it, and in which order does it go? (docs/06-reactor.md#dropping-a-future-deregisters-at-once)");
 }
 
 static enum poll connect_vpoll(void *self, struct context *cx, void *out) { return tcp_connect_poll(self, cx, out); }

@@ -79,7 +79,7 @@ static inline void flush_store_buffer(struct deque *d)
     }
 }
 
-/* The full fence, on the owner's side (take). Drains the simulated buffer,
+/* A full (seq_cst) fence, for the owner's thread. Drains the simulated buffer,
  * as the real fence drains the real one. */
 static inline void owner_fence_seq_cst(struct deque *d)
 {
@@ -92,7 +92,7 @@ static inline void owner_fence_seq_cst(struct deque *d)
 #endif
 }
 
-/* The full fence, on a thief's side (steal). A thief cannot drain the
+/* A full (seq_cst) fence, for a thief's thread. A thief cannot drain the
  * owner's store buffer: no flush here. */
 static inline void thief_fence_seq_cst(struct deque *d)
 {
@@ -104,7 +104,7 @@ static inline void thief_fence_seq_cst(struct deque *d)
 #endif
 }
 
-/* push's release fence: the slot store before the bottom store. Under TSan
+/* A release fence, for the owner's thread. Under TSan
  * it makes the next bottom store a release store instead. */
 static inline void fence_release(struct deque *d)
 {

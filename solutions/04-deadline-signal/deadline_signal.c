@@ -79,7 +79,7 @@ struct deadline_signal_future {
 
 /* What the three handles point at. */
 struct deadline_signal_shared {
-    /* BEGIN STUDENT FIELDS: a mutex, the state (WAITING / COMPLETED / EXPIRED / CONSUMED), who won (kept after CONSUMED), the value, the latest waker, whether the future still listens, how many handles are alive (docs/04-deadline-signal.md#the-shared-state) */
+    /* BEGIN STUDENT FIELDS: contracts 1 to 10: what must the three handles find in one place, under one lock, to decide once, tell the loser who won, wake the latest poller and know which of them is the last to go? (docs/04-deadline-signal.md#the-shared-state) */
     /* Set once by deadline_signal_new and never changed: read without the lock. */
     void (*drop_value)(void *value);
 

@@ -26,7 +26,7 @@ enum poll join2_poll(struct join2 *j, struct context *cx)
 
 void join2_drop(struct join2 *j)
 {
-    /* BEGIN STUDENT: drop every child that is not done (docs/05-timer.md#join-and-select) */
+    /* BEGIN STUDENT: combinators.h: the join owns each child until when, and which of them does it still own now? (docs/05-timer.md#join-and-select) */
     for (int i = 0; i < 2; i++) {
         if (!j->done[i]) {
             j->done[i] = true;
@@ -81,7 +81,7 @@ enum poll select2_poll(struct select2 *s, struct context *cx, int *winner)
 
 void select2_drop(struct select2 *s)
 {
-    /* BEGIN STUDENT: drop what is still live (docs/05-timer.md#join-and-select) */
+    /* BEGIN STUDENT: combinators.h: a select dropped before a winner, after one: which children does it still own? (docs/05-timer.md#join-and-select) */
     for (int i = 0; i < 2; i++) {
         if (s->live[i]) {
             s->live[i] = false;
@@ -131,7 +131,7 @@ enum poll timeout_poll(struct timeout *t, struct context *cx, enum timeout_resul
 
 void timeout_drop(struct timeout *t)
 {
-    /* BEGIN STUDENT: never polled: drop the inner future and the (unregistered) sleep; else drop the race (docs/05-timer.md#timeout) */
+    /* BEGIN STUDENT: combinators.h, sleep.h contract 3: what does a timeout own before its first poll, and what once it has started the race? (docs/05-timer.md#timeout) */
     if (!t->started) {
         future_drop(t->inner);
         sleep_drop(&t->sleep);

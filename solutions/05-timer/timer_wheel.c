@@ -32,7 +32,7 @@ struct list_head {
 };
 
 struct timer_wheel {
-    /* BEGIN STUDENT FIELDS: the slots, one occupied bitmap per level, the wheel's time, the entry count (docs/05-timer.md#the-wheel) */
+    /* BEGIN STUDENT FIELDS: timer_wheel.h contracts 4 and 5: 6 levels of 64 slots; what lets insert and cancel touch one slot, and the next-expiration query read O(levels) words, never an entry? (docs/05-timer.md#the-wheel) */
     uint64_t origin_ns;   /* tick 0 */
     uint64_t elapsed;     /* the wheel's time, in ticks: every slot before it was processed */
     size_t len;           /* armed entries */

@@ -1,17 +1,17 @@
 /* io_driver.c - stage 06: park = epoll_wait, unpark = write an eventfd.
  *
- * The state word (Tokio's park.rs has the same three states):
+ * The state word has Tokio's three states (park.rs): EMPTY; PARKED, the
+ * owner is in epoll_wait or about to be; NOTIFIED, an unpark's token. Which
+ * side makes which transition, with which atomic operation, is yours to
+ * derive (docs/06-reactor.md#the-io-driver), from io_driver.h's contract:
+ *   - an unpark that finds the owner awake: what does it leave, at what cost?
+ *   - one that finds it PARKED: what reaches a thread inside epoll_wait?
+ *   - two unparks in a row: how many eventfd writes, and whose?
+ *   - a park that finds a token: with a timeout, and with none (park(0))?
  *
- *     EMPTY ----park----> PARKED ----epoll_wait returns----> EMPTY
- *       ^                   |
- *       |                 unpark: swap to NOTIFIED, and write the eventfd
- *       |                   v      because the owner is (or will be) in epoll_wait
- *       +----park------ NOTIFIED <----unpark (not parked): no syscall
- *
- * An unpark is an unconditional swap to NOTIFIED; only the thread that swaps
- * PARKED away writes the eventfd. If that write lands before the owner
- * enters epoll_wait, the eventfd is readable by then and epoll_wait returns
- * at once: the write is the token, in the kernel.
+ * If an eventfd write lands before the owner enters epoll_wait, the eventfd
+ * is readable by then and epoll_wait returns at once: the write is the
+ * token, in the kernel.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -124,7 +124,7 @@ struct io_driver *io_driver_new(struct reactor *r)
     if (!d)
         return NULL;
     d->r = r;
-    /* BEGIN STUDENT: a non-blocking eventfd, added to r's epoll set with the token REACTOR_TOKEN_WAKE; the state EMPTY (docs/06-reactor.md#the-io-driver) */
+    /* BEGIN STUDENT: io_driver.h contract 1: what can another thread write to end an epoll_wait, and how does dispatch tell it from a socket (reactor.h: REACTOR_TOKEN_WAKE)? (docs/06-reactor.md#the-io-driver) */
     d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (d->efd < 0) {
         free(d);
@@ -147,7 +147,7 @@ void io_driver_free(struct io_driver *d)
 {
     if (!d)
         return;
-    /* BEGIN STUDENT: out of the epoll set, then close the eventfd (docs/06-reactor.md#the-io-driver) */
+    /* BEGIN STUDENT: reactor.h contract 5, for the driver's own descriptor: in which order do its registration and the descriptor go? (docs/06-reactor.md#the-io-driver) */
     epoll_ctl(reactor_epoll_fd(d->r), EPOLL_CTL_DEL, d->efd, NULL);
     close(d->efd);
     /* END STUDENT */

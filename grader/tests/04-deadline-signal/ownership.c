@@ -183,7 +183,7 @@ LAB_TEST(deadline_ownership, as_future_polls_and_drops, 5)
     cr_assert_eq(fut.vtable->output_size, sizeof(struct deadline_signal_output),
                  "the type-erased future says its output is %zu bytes; it writes a struct deadline_signal_output (%zu bytes)",
                  fut.vtable->output_size, sizeof(struct deadline_signal_output));
-    cr_assert_not_null(fut.vtable->drop, "the type-erased future has no drop; dropping it must release the future handle");
+    cr_assert_not_null(fut.vtable->drop, "the type-erased future has no drop: future_drop() on it can release nothing (contract 10)");
 
     struct waker w = counting_waker_get(task);
     struct context cx = context_from_waker(&w);
@@ -198,7 +198,7 @@ LAB_TEST(deadline_ownership, as_future_polls_and_drops, 5)
     deadline_signal_drop(d.producer);
     deadline_signal_timer_drop(d.timer);
     struct alloc_counts c = alloc_count_stop();
-    cr_assert_eq(c.allocs, c.frees, "after future_drop() on the type-erased view and the other two drops, %llu allocations were not freed; future_drop must call deadline_signal_future_drop",
+    cr_assert_eq(c.allocs, c.frees, "after future_drop() on the type-erased view and the other two drops, %llu allocations were not freed: the type-erased drop did not release the future handle (contract 10: each handle is released by its own drop)",
                  (unsigned long long)(c.allocs - c.frees));
     expect_books_balanced(task);
 }

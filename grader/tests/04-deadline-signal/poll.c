@@ -81,8 +81,8 @@ static void ready_before_first_poll(int how)
     else
         expect_ready(r, &out, DEADLINE_SIGNAL_EXPIRED, NULL, label);
     struct waker_counts c = counting_waker_counts(task);
-    cr_assert_eq(c.clones, 0u, "%s cloned the task's waker %u times; a Ready poll must not register a waker (contract 1: check before you register)", label, c.clones);
-    cr_assert_eq(c.wakes + c.wake_by_refs, 0u, "%s woke the task's waker; it should just return Ready", label);
+    cr_assert_eq(c.clones, 0u, "%s cloned the task's waker %u times; the poll that cloned it returned Ready, so nothing will ever use that clone (contract 1: Pending only with a registered waker)", label, c.clones);
+    cr_assert_eq(c.wakes + c.wake_by_refs, 0u, "%s woke the task's waker, and returned Ready in the same call (contract 1)", label);
 
     deadline_signal_future_drop(d.future);
     if (how != 2)

@@ -131,8 +131,8 @@ LAB_TEST(sleep, days_in_virtual_time, 5)
     cr_assert_geq(now, deadline, "a 3-day sleep finished %llu ns early", (unsigned long long)(deadline - now));
     cr_assert_lt(now - deadline, MS_NS, "a 3-day sleep finished %llu ns late; at most one tick (1 ms) is allowed",
                  (unsigned long long)(now - deadline));
-    cr_assert_leq(virtual_clock_parks(s.vc), 12, "%llu parks for one sleep: the executor should park until each "
-                  "next expiration (one per level)", (unsigned long long)virtual_clock_parks(s.vc));
+    cr_assert_leq(virtual_clock_parks(s.vc), 12, "%llu parks for one 3-day sleep, where one park per level of "
+                  "the wheel is enough (time_driver.h contract 1)", (unsigned long long)virtual_clock_parks(s.vc));
     cr_assert_eq(time_driver_test_timers(s.td), 0, "a timer is still registered after the sleep finished");
     vstack_free(&s);
 }

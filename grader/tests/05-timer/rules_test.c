@@ -188,9 +188,9 @@ static void earlier_unparks(int64_t owner_timeout, uint64_t later_ns, const char
         pthread_join(th, NULL);
         cr_assert(after > before && back, "%s (inner park %lld ns), another thread registered a timer 1 ms away, "
                   "earlier than the deadline the owner sleeps until, and the inner driver was not unparked: the "
-                  "owner would sleep past it (time_driver.h contract 3; compare the new deadline with the absolute "
-                  "time the owner sleeps until, whatever that is: a timer's deadline, the caller's timeout, or for "
-                  "ever). The next hint: make hint STAGE=5 ITEM=earlier-deadline-unparks", how, (long long)t);
+                  "owner would sleep past it (time_driver.h contract 3: a timer whose deadline comes before the "
+                  "one the parked thread sleeps until unparks the inner driver, whatever set that sleep: a timer, "
+                  "the caller's timeout, or nothing). The next hint: make hint STAGE=5 ITEM=earlier-deadline-unparks", how, (long long)t);
     } else {
         gate_unpark(&g);
         pthread_join(th, NULL);

@@ -121,13 +121,18 @@ LAB_TEST(deque, take_fence_store_buffer, 5)
     void *mine = deque_take(d);
     deque_test_delay_stores(d, false);
     deque_test_set_hook(d, NULL, NULL);
+    cr_assert(!f.armed, "the owner's take never reached its test point DEQUE_TEST_TAKE_READ_TOP (deque.h: "
+              "just after its load of top), so the two thieves were never let in right after that load: the "
+              "test cannot show whether an item comes out twice (deque.h contract 1)");
     cr_assert_eq(mine, ITEM(1), "the owner's take returned %p, not the newest item", mine);
     cr_assert_eq(f.nstolen, 1, "two thieves stealing while the owner took from a deque of two got %d items; "
-                 "with the owner's item that is %d takes of 2 items: item 1 was taken twice, and deque.h "
-                 "contract 1 says exactly once. The evidence: the owner's store to bottom was still in its "
-                 "(simulated) store buffer when it read top, so the thieves did not see the owner's reservation "
-                 "and the owner did not see their steal; the next hint: make hint STAGE=7 ITEM=take-fence",
-                 f.nstolen, f.nstolen + 1);
+                 "with the owner's item that is %d takes of 2 items, and deque.h contract 1 says each comes out "
+                 "exactly once: %s; the next hint: make hint STAGE=7 ITEM=take-fence",
+                 f.nstolen, f.nstolen + 1, f.nstolen > 1
+                 ? "item 1 was taken twice. The evidence: the owner's store to bottom was still in its (simulated) "
+                   "store buffer when it read top, so the thieves did not see the owner's reservation and the "
+                   "owner did not see their steal"
+                 : "item 0, the oldest, came out of neither the thieves' steals nor the owner's take");
     cr_assert_eq(f.stolen[0], ITEM(0), "the thief stole item %zu, not the oldest", INDEX(f.stolen[0]));
     cr_assert_null(deque_take(d), "the deque should be empty");
     free(d);
@@ -144,10 +149,13 @@ LAB_TEST(deque, steal_cas_races_take, 5)
     void *x = NULL;
     enum deque_steal r = deque_steal(d, &x);
     deque_test_set_hook(d, NULL, NULL);
+    cr_assert(!f.armed, "the thief's steal never reached its test point DEQUE_TEST_STEAL_BEFORE_CAS (deque.h: "
+              "slot read, just before the CAS on top), so the owner's take was never let in while the thief held "
+              "the last item: the test cannot show whether it comes out twice (deque.h contract 1)");
     cr_assert_eq(f.ntaken, 1, "the owner's take of the last item failed while a thief only looked at it");
-    cr_assert_neq(r, DEQUE_STOLEN, "the thief returned the item the owner had already taken, so it came out "
-                  "twice (deque.h contract 1: exactly once): the thief had read the last item, the owner's take "
-                  "claimed it first, and the thief still returned it; the next hint: make hint STAGE=7 "
+    cr_assert_neq(r, DEQUE_STOLEN, "the owner's take and the thief's steal both returned the last item, so it "
+                  "came out twice (deque.h contract 1: exactly once): the thief had read it, the owner's take "
+                  "returned it first, and the thief's claim still succeeded; the next hint: make hint STAGE=7 "
                   "ITEM=steal-cas");
     cr_assert_null(deque_take(d), "the deque should be empty");
     free(d);

@@ -65,8 +65,8 @@ LAB_TEST(sched, spawn_from_outside_and_inside, 20)
      * worker is awake, so none keeps a watch): the spawn must wake one */
     cr_assert(wait_sleepers(rt, 2, RESCUE_MS), "the idle workers never went to sleep");
     cr_assert(join_within(spawn_step(rt, step_ready, &outside), RESCUE_MS), "a task spawned from outside "
-              "while every worker slept never ran: a push to the injector must notify (wake a sleeper), or the "
-              "task is stranded (runtime.h contract 2)");
+              "while every worker slept never ran: it sat in the injector and every worker stayed asleep "
+              "(runtime.h contract 2: nothing queued is stranded)");
     atomic_store(&outside, 0);
     unsigned n = lab_scale(2000, 50);
     struct join_handle **jh = calloc(n, sizeof *jh);
@@ -140,8 +140,8 @@ LAB_TEST(steal, idle_worker_steals_from_a_busy_one, 15)
     cr_assert(join_within(jh, SCALED_MS(10000)), "the hoarding task never finished");
     ws_runtime_free(h.rt);
     cr_assert(h.all_ran, "a worker stuck in a long poll had %u tasks on its deque; the other worker ran only %u "
-              "of them in 3 s: an idle worker must steal (half of a victim's deque, again and again; runtime.h "
-              "contract 2)",
+              "of them in 3 s, though it was idle beside them (runtime.h contract 2: nothing queued is "
+              "stranded while a worker is idle)",
               h.children, h.ran_in_time);
     cr_assert_eq(atomic_load(&h.elsewhere), h.children, "%u of %u children ran on the busy worker itself",
                  h.children - atomic_load(&h.elsewhere), h.children);
@@ -463,9 +463,9 @@ LAB_TEST(fairness, local_older_not_starved, 20)
         lab_sleep_ms(1);
     unsigned ran = atomic_load(&c.ran);
     cr_assert_eq(ran, OLDER, "%u of %u tasks spawned onto the worker's own deque at link %u ran in %u links of a "
-                 "chain whose every task spawns the next: the owner takes the newest task first, so without "
-                 "a take from the deque's old end (every %u ticks) an older local task waits for as long as "
-                 "newer ones keep coming (runtime.h contract 3)", ran, OLDER, OLDER_AT, CHAIN_LIMIT,
+                 "chain whose every task spawns the next: the older tasks waited while newer ones kept coming "
+                 "(runtime.h contract 3: whatever newer tasks arrive, a task with k older ones beside it leaves "
+                 "the deque within 61 * (k + 1) ticks; WS_INJECTOR_INTERVAL is %u)", ran, OLDER, OLDER_AT, CHAIN_LIMIT,
                  WS_INJECTOR_INTERVAL);
     for (unsigned i = 0; i < OLDER; i++) {
         unsigned waited = atomic_load(&c.ran_at[i]) - OLDER_AT;
@@ -1036,8 +1036,8 @@ LAB_TEST(driver, sleeps_fire_on_idle_workers, 5)
     }
     bool ok = join_all_within(jh, n, SCALED_MS(3000)) == n;
     uint64_t took = monotonic_ns() - t0;
-    cr_assert(ok, "%u of %u sleeps of 5-25 ms never finished on an idle runtime: one idle worker must park in "
-              "the driver (the time driver here), so that timers fire (runtime.h contract 5)", n - atomic_load(&done),
+    cr_assert(ok, "%u of %u sleeps of 5-25 ms never finished on an idle runtime: their timers never fired "
+              "while every worker was idle (runtime.h contract 5)", n - atomic_load(&done),
               n);
     cr_assert_geq(took, 24u * 1000000u, "the sleeps ended after %.1f ms, before the longest deadline", took / 1e6);
     ws_runtime_free(rt);
