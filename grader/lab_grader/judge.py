@@ -122,6 +122,34 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
     return o
 
 
+TODO_HINT = re.compile(r"^(?P<where>\S+:\d+ \S+\(\)) (?P<hint>.*)$", re.S)
+SKELETON_TODO = re.compile(r'LAB_TODO\("((?:[^"\\]|\\.)*)"\)')
+
+
+def skeleton_todos(stage_dir):
+    """The texts of the LAB_TODO calls in a skeleton stage folder (labs/NN-name)."""
+    found = set()
+    for f in sorted(stage_dir.glob("*.[ch]")) if stage_dir.is_dir() else []:
+        found.update(m.group(1).replace('\\"', '"').replace("\\\\", "\\")
+                     for m in SKELETON_TODO.finditer(f.read_text()))
+    return found
+
+
+def keep_known_todos(outs, recs, known):
+    """A "not started" report shows the TODO's text only when it is one of
+    the skeleton's (known): code under test can call lab_todo with any text,
+    and a text read from the jail (the hidden tests' strings in the binary,
+    say) would reach the student's feedback (issue 25, a red-team pass)."""
+    for t, o in outs.items():
+        runs = recs.get(t, [])
+        if o.verdict != Verdict.NOT_STARTED or not runs or not runs[-1].todo:
+            continue
+        m = TODO_HINT.match(runs[-1].todo)
+        if m and m.group("hint") not in known and not any(k.startswith(m.group("hint").rstrip("\u2026")) for k in known):
+            o.message = (f"not started: {records.short_path(m.group('where'))} reached a LAB_TODO whose text is "
+                         "not the skeleton's (not shown)")
+
+
 def leak_sites(run, symbolizer):
     """Where the blocks a failed allocation count found still live were
     allocated (alloc_count.c records them when counting stops)."""

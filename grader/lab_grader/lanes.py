@@ -136,6 +136,7 @@ class Runner:
         self.run_dirs = []   # every run directory, in order
         self.timings = []    # (run directory relative to work, seconds)
         self.expected = {}   # stage name -> {test: transcript.Expected}: the checks each body must reach
+        self.todo_hints = {}  # stage name -> the LAB_TODO texts of its skeleton: the only ones a report shows
 
     def env(self):
         env = {"LAB_NONCE": self.nonce}
@@ -192,6 +193,8 @@ class Runner:
         passed test's transcript of checks against the stage's table."""
         outs = judge.judge_run(inv.tests, result, inv.binary, self.nonce, hang_hints)
         stage = inv.run_dir.relative_to(self.work).parts[0]
+        if stage in self.todo_hints:
+            judge.keep_known_todos(outs, result.records, self.todo_hints[stage])
         return transcript.check(outs, result.records, inv.binary, self.expected.get(stage, {}),
                                 dump=inv.run_dir / transcript.TABLE)
 

@@ -25,7 +25,7 @@ import pathlib
 import secrets
 import threading
 
-from . import assemble, build, calibrate, intake, integrity, lanes, machine, plan, quiz, sandbox, transcript, verdict
+from . import assemble, build, calibrate, intake, integrity, judge, lanes, machine, plan, quiz, sandbox, transcript, verdict
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
 from .tree_lock import TreeLock
 from .waiting import Memo, spawn
@@ -67,6 +67,7 @@ class Pipeline:
         for sp in self.plan.order:
             tests, hidden = self.assembler.test_dirs(sp.stage.name)
             self.runner.expected[sp.stage.name] = transcript.load(tests, *hidden)
+            self.runner.todo_hints[sp.stage.name] = judge.skeleton_todos(self.root / "labs" / sp.stage.name)
         self.memo = Memo()
         self.builds = {}     # name -> Future of StageBuild
         self.usable = {}     # name -> Future of (True, "") or (False, why)

@@ -93,7 +93,8 @@ def parse(text):
             elif len(r.sites) <= SITES_MOST:   # past that, transcript.py fails the test whatever follows
                 r.sites.update(int(w, 16) for w in words[:SITES_CAP] if HEX.fullmatch(w))
         elif tag == "SEED":
-            run(pid).seed = rest
+            if rest.isdigit() and len(rest) <= 20:   # a number: it goes into a command the report prints
+                run(pid).seed = rest
         elif tag == "NOTE":
             run(pid).notes.append(rest)
         elif tag == "UNJUDGED":
