@@ -244,3 +244,24 @@ def test_constructs_no_stage_needs_are_put_before_the_instructor(tmp_path):
     assert "for your instructor to read" in g.output, g.output[-3000:]
     clean = grade(tmp_path, ROOT / "solutions", stage="1", items=["pending-registers"], timeout=300)
     assert not [t for t in clean.results["tests"] if t["number"].endswith("/review")], clean.results
+
+
+def test_student_text_in_a_todo_or_a_seed_record_is_not_shown(tmp_path):
+    """lab_todo's text and the SEED record are the student's to write: a
+    TODO text that is not the skeleton's (here: a marker standing for the
+    hidden tests' strings read out of the binary) is not shown, and a seed
+    that is not a number never reaches the printed rerun command."""
+    import shutil
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "labs", tree)
+    src = tree / SIGNAL / "signal.c"
+    text = src.read_text()
+    assert 'LAB_TODO("allocate one shared' in text
+    src.write_text(text.replace('LAB_TODO("allocate one shared', 'LAB_TODO("LEAKED-7f3a allocate one shared', 1))
+    g = grade(tmp_path, tree, stage="1", items=["pending-registers"], timeout=300)
+    assert g.score == 0, g.output[-3000:]
+    assert "LEAKED-7f3a" not in g.output and "LEAKED-7f3a" not in str(g.results), g.output[-3000:]
+    assert "not the skeleton's (not shown)" in g.output, g.output[-3000:]
+    from lab_grader import records
+    runs = records.parse("BEGIN 7 s::t\nSEED 7 1; touch /tmp/x\nEND 7 s::t n\n")
+    assert runs[0].seed == "", runs[0].seed
