@@ -402,11 +402,38 @@ extern const int lab_uses_io_uring __attribute__((weak));
  * that earns 3) gets EPERM. The records are written to descriptors opened
  * before. Not under Valgrind, whose own translations need executable
  * memory (its lane judges memory errors itself), and not off x86-64. */
+#if defined(__SANITIZE_THREAD__)
+void __sanitizer_set_report_fd(void *fd);
+
+/* ThreadSanitizer opens its log (TSAN_OPTIONS log_path=P: the file P.pid)
+ * at its first report, after the seal, which refuses the open: open it
+ * here and hand it over. */
+static void open_tsan_log(void)
+{
+    const char *opts = getenv("TSAN_OPTIONS");
+    const char *at = opts ? strstr(opts, "log_path=") : NULL;
+    if (!at)
+        return;
+    at += strlen("log_path=");
+    char path[4096];
+    size_t n = strcspn(at, " :,");
+    if (n == 0 || n + 24 >= sizeof path)
+        return;
+    snprintf(path, sizeof path, "%.*s.%d", (int)n, at, (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        __sanitizer_set_report_fd((void *)(intptr_t)fd);
+}
+#endif
+
 static void seal_code(void)
 {
 #if defined(__x86_64__)
     if (RUNNING_ON_VALGRIND)
         return;
+#if defined(__SANITIZE_THREAD__)
+    open_tsan_log();
+#endif
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 #define DENY(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
 #define ALLOW BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)

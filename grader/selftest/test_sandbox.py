@@ -58,17 +58,13 @@ def hostile_tree(tmp_path, code, includes=()):
 
 
 def appending_tree(tmp_path, target):
-    """A tree whose signal_new appends a line to the file target, and
-    carries on as if nothing happened when it cannot. (The path is written
-    into the source: a run gets none of the grader's environment.)"""
-    return hostile_tree(tmp_path, '    {\n'
-                                  f'        const char *t = "{target}";\n'
-                                  '        FILE *f = fopen(t, "a");\n'
-                                  '        if (f) {\n'
-                                  '            fputs("/* the grader was here */\\n", f);\n'
-                                  '            fclose(f);\n'
-                                  '        }\n'
-                                  '    }\n', includes=("stdio.h",))
+    """A tree whose signal_new empties the file target, and carries on as if
+    nothing happened when it cannot. With truncate(2): the harness's seal
+    refuses every open for writing once a test begins (harness.c), so the
+    change the fingerprint must see comes by a call that opens nothing.
+    (The path is written into the source: a run gets none of the grader's
+    environment.)"""
+    return hostile_tree(tmp_path, f'    (void)truncate("{target}", 0);\n', includes=("unistd.h",))
 
 
 def test_fork_bomb_costs_its_test_only(tmp_path, caps):
@@ -177,16 +173,18 @@ def test_a_changed_grader_file_means_no_score(tmp_path, caps):
     for p in (lab, lab / "grader", lab / "grader" / "tests", lab / "grader" / "tests" / "01-signal"):
         os.chmod(p, 0o755)
     victim = lab / "grader" / "tests" / "01-signal" / "poll.c"
+    original = victim.read_bytes()
     tree = appending_tree(tmp_path, victim)
     env = dict(os.environ, NO_COLOR="1")
     cmd = ["make", "-s", "-C", str(lab), "grade", f"TARGET={tree}", "STAGE=1", f"ITEMS={ITEM}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(env, LAB_SANDBOX="0"))
     out = p.stdout + p.stderr
-    assert "the grader was here" in victim.read_text(), "the hostile write should succeed without a sandbox"
+    assert victim.stat().st_size == 0, "the hostile write should succeed without a sandbox"
     assert "NOT TRUSTED" in out and str(victim) in out, out[-3000:]
     assert p.returncode == 2, out[-3000:]          # make's status for the grader's 3
     if not caps["root"]:
         return
+    victim.write_bytes(original)
     before = victim.read_bytes()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     out = p.stdout + p.stderr
