@@ -391,17 +391,6 @@ static void install_handlers(void)
  * rings may then be set up. Weak: absent, the address is null. */
 extern const int lab_uses_io_uring __attribute__((weak));
 
-/* From here on the process can neither make memory executable nor write
- * the code it has: no mprotect, pkey_mprotect or mmap with PROT_EXEC; no
- * open for writing (which /proc/self/mem would need: it writes through
- * page protections), no ptrace, process_vm_writev, personality (read-
- * implies-exec), shmat or remap_file_pages; no io_uring where the stage
- * has no use for it (its own open and write would not pass through this
- * filter). Code under test that patched a failed check's branch into a
- * held one (a red-team pass of issue 25: 14 points on stage 01 from code
- * that earns 3) gets EPERM. The records are written to descriptors opened
- * before. Not under Valgrind, whose own translations need executable
- * memory (its lane judges memory errors itself), and not off x86-64. */
 #if defined(__SANITIZE_THREAD__)
 void __sanitizer_set_report_fd(void *fd);
 
@@ -426,6 +415,17 @@ static void open_tsan_log(void)
 }
 #endif
 
+/* From here on the process can neither make memory executable nor write
+ * the code it has: no mprotect, pkey_mprotect or mmap with PROT_EXEC; no
+ * open for writing (which /proc/self/mem would need: it writes through
+ * page protections), no ptrace, process_vm_writev, personality (read-
+ * implies-exec), shmat or remap_file_pages; no io_uring where the stage
+ * has no use for it (its own open and write would not pass through this
+ * filter). Code under test that patched a failed check's branch into a
+ * held one (a red-team pass of issue 25: 14 points on stage 01 from code
+ * that earns 3) gets EPERM. The records are written to descriptors opened
+ * before. Not under Valgrind, whose own translations need executable
+ * memory (its lane judges memory errors itself), and not off x86-64. */
 static void seal_code(void)
 {
 #if defined(__x86_64__)
