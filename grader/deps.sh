@@ -153,11 +153,12 @@ if [ "${1:-grade}" = test ]; then
         command -v npm >/dev/null 2>&1 || need="$need npm"
     fi
 fi
-# the TSan runtime comes with gcc's libtsan; check it links
+# the TSan runtime comes with gcc's libtsan (libtsan.a, linked into the TSan
+# lane's binary: build.py's LINK, with libgcc-N-dev); check it links
 if [ -n "$cc" ]; then
     tmp=$(mktemp -d)
     printf 'int main(void){return 0;}\n' > "$tmp/t.c"
-    "$cc" -fsanitize=thread "$tmp/t.c" -o "$tmp/t" >/dev/null 2>&1 || need="$need libtsan2"
+    "$cc" -fsanitize=thread -static-libtsan "$tmp/t.c" -o "$tmp/t" >/dev/null 2>&1 || need="$need libtsan2"
     rm -rf "$tmp"
 fi
 # npm's package needs no root: installed now, whatever apt-get does below

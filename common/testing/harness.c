@@ -30,6 +30,12 @@
 #include "../lab_todo.h"
 
 static int record_fd = 2;             /* the record, or stderr */
+/* Under the grader the record is moved to this descriptor before the seal,
+ * which keeps it from being closed, replaced, cut or rewritten (seal_code):
+ * lab_check_failed writes to this number, not to a variable code under test
+ * could change. Below the jail's RLIMIT_NOFILE (4096, invoke.py) and a
+ * default shell's 1024. */
+#define RECORD_FD 1000
 static char test_id[256];             /* "suite::test" */
 static double test_timeout_s;
 static atomic_bool test_done;         /* set by lab_test_end; read by the watchdog */
@@ -69,6 +75,45 @@ static void record(const char *fmt, ...)
     /* one write() per line: O_APPEND keeps lines whole across threads */
     ssize_t ignored = write(record_fd, line, (size_t)n);
     (void)ignored;
+}
+
+/* ---- a failed check ------------------------------------------------------ */
+
+/* Bare system calls: no C library function, so no entry in a table of
+ * addresses that code under test could point elsewhere. */
+static long bare_syscall3(long nr, long a, long b, long c)
+{
+#if defined(__x86_64__)
+    long ret;
+    __asm__ volatile("syscall" : "=a"(ret) : "0"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return ret;
+#else
+    return syscall(nr, a, b, c);
+#endif
+}
+
+__attribute__((noinline)) void lab_check_failed(void)
+{
+    char line[40] = "\nFAIL ";   /* a line of its own, whatever code under test wrote before it */
+    char digits[16];
+    long pid = bare_syscall3(SYS_getpid, 0, 0, 0);
+    int nd = 0;
+    do {
+        digits[nd++] = (char)('0' + pid % 10);
+        pid /= 10;
+    } while (pid > 0 && nd < (int)sizeof digits);
+    size_t len = 6;
+    while (nd > 0)
+        line[len++] = digits[--nd];
+    line[len++] = '\n';
+    for (size_t done = 0; done < len;) {
+        long n = bare_syscall3(SYS_write, RECORD_FD, (long)(line + done), (long)(len - done));
+        if (n == -EINTR)
+            continue;
+        if (n <= 0)
+            return;   /* no grader (no RECORD_FD): the failure itself is reported as ever */
+        done += (size_t)n;
+    }
 }
 
 /* Writes the calling thread's backtrace; async-signal tolerant once warmed. */
@@ -416,15 +461,19 @@ static void open_tsan_log(void)
 #endif
 
 /* From here on the process can neither make memory executable nor write
- * the code it has: no mprotect, pkey_mprotect or mmap with PROT_EXEC; no
- * open for writing (which /proc/self/mem would need: it writes through
- * page protections), no ptrace, process_vm_writev, personality (read-
- * implies-exec), shmat or remap_file_pages; no io_uring where the stage
- * has no use for it (its own open and write would not pass through this
- * filter). Code under test that patched a failed check's branch into a
- * held one (a red-team pass of issue 25: 14 points on stage 01 from code
- * that earns 3) gets EPERM. The records are written to descriptors opened
- * before. Not under Valgrind, whose own translations need executable
+ * the code it has, nor take back a record: no mprotect, pkey_mprotect or
+ * mmap with PROT_EXEC; no open for writing (which /proc/self/mem would
+ * need: it writes through page protections), no truncate, ptrace,
+ * process_vm_writev, personality (read-implies-exec), shmat or
+ * remap_file_pages; no io_uring where the stage has no use for it (its
+ * operations do not pass through this filter: stage 08's rings are
+ * restricted as they are set up, grader/tests/08-uring/uring_guard.c). The record's
+ * descriptor (RECORD_FD) cannot be closed, replaced (dup2, dup3), changed
+ * (fcntl: O_APPEND stays), cut (ftruncate, fallocate) or written at an
+ * offset (pwritev2's RWF_NOAPPEND), so a FAIL line, once written, stays.
+ * Code under test that patched a failed check's branch into a held one (a
+ * red-team pass of issue 25: 14 points on stage 01 from code that earns 3)
+ * gets EPERM. Not under Valgrind, whose own translations need executable
  * memory (its lane judges memory errors itself), and not off x86-64. */
 static void seal_code(void)
 {
@@ -437,42 +486,59 @@ static void seal_code(void)
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 #define DENY(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
 #define ALLOW BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
-    bool uring = &lab_uses_io_uring != NULL;
-    /* denied outright (the last one only where the stage has no rings) */
-    const unsigned denied[] = { SYS_creat, SYS_openat2, SYS_ptrace, SYS_process_vm_writev, SYS_personality,
-                                SYS_shmat, SYS_remap_file_pages, SYS_io_uring_setup };
-    const unsigned ndenied = sizeof denied / sizeof denied[0] - (uring ? 1 : 0);
-    struct sock_filter f[64] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-        DENY(EPERM),                                                         /* another ABI: int 0x80 */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),              /* x32 numbers */
-        DENY(EPERM),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 3, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pkey_mprotect, 2, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JA, 4, 0, 0),                                /* to openat */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),                      /* prot */
-        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1),
-        DENY(EPERM),
-        ALLOW,
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 4),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),                      /* flags */
-        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRONLY | O_RDWR, 0, 1),
-        DENY(EACCES),
-        ALLOW,
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_open, 0, 4),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)),                      /* flags */
-        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRONLY | O_RDWR, 0, 1),
-        DENY(EACCES),
-        ALLOW,
+#define ADD(insn) (f[n++] = (struct sock_filter)insn)
+    struct sock_filter f[128];   /* 89 used */
+    unsigned n = 0;
+    ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
+    ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0));
+    ADD(DENY(EPERM));                                                    /* another ABI: int 0x80 */
+    ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    ADD(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));         /* x32 numbers */
+    ADD(DENY(EPERM));
+    /* each block: not this call, skip the block (the accumulator still holds
+     * its number); this call: load an argument, deny or allow */
+    const struct { unsigned nr, arg, bits; int err; } when_set[] = {   /* denied when arg & bits */
+        { SYS_mprotect, 2, PROT_EXEC, EPERM },
+        { SYS_pkey_mprotect, 2, PROT_EXEC, EPERM },
+        { SYS_mmap, 2, PROT_EXEC, EPERM },
+        { SYS_openat, 2, O_WRONLY | O_RDWR, EACCES },
+        { SYS_open, 1, O_WRONLY | O_RDWR, EACCES },
     };
-    unsigned n = 24;
+    for (unsigned i = 0; i < sizeof when_set / sizeof when_set[0]; i++) {
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, when_set[i].nr, 0, 4));
+        ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(when_set[i].arg)));
+        ADD(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, when_set[i].bits, 0, 1));
+        ADD(DENY(when_set[i].err));
+        ADD(ALLOW);
+    }
+    const struct { unsigned nr, arg; } on_record[] = {   /* denied when arg is RECORD_FD (an unsigned int to the kernel) */
+        { SYS_close, 0 }, { SYS_dup2, 1 }, { SYS_dup3, 1 }, { SYS_fcntl, 0 }, { SYS_ftruncate, 0 },
+        { SYS_fallocate, 0 }, { SYS_pwritev2, 0 }, { SYS_ioctl, 0 },
+    };
+    for (unsigned i = 0; i < sizeof on_record / sizeof on_record[0]; i++) {
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, on_record[i].nr, 0, 4));
+        ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(on_record[i].arg)));
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, RECORD_FD, 0, 1));
+        ADD(DENY(EPERM));
+        ADD(ALLOW);
+    }
+    ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 0, 6));   /* first <= RECORD_FD <= last */
+    ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
+    ADD(BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, RECORD_FD, 3, 0));
+    ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
+    ADD(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, RECORD_FD, 0, 1));
+    ADD(DENY(EPERM));
+    ADD(ALLOW);
+    /* denied outright (the last one only where the stage has no rings) */
+    bool uring = &lab_uses_io_uring != NULL;
+    const unsigned denied[] = { SYS_creat, SYS_openat2, SYS_truncate, SYS_ptrace, SYS_process_vm_writev,
+                                SYS_personality, SYS_shmat, SYS_remap_file_pages, SYS_io_uring_setup };
+    const unsigned ndenied = sizeof denied / sizeof denied[0] - (uring ? 1 : 0);
     for (unsigned i = 0; i < ndenied; i++)   /* each: to the DENY after the ALLOW below */
-        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, denied[i], (unsigned char)(ndenied - i), 0);
-    f[n++] = (struct sock_filter)ALLOW;
-    f[n++] = (struct sock_filter)DENY(EPERM);
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, denied[i], (unsigned char)(ndenied - i), 0));
+    ADD(ALLOW);
+    ADD(DENY(EPERM));
+#undef ADD
     struct sock_fprog prog = { .len = (unsigned short)n, .filter = f };
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return;
@@ -550,8 +616,15 @@ void lab_test_begin(const char *suite, const char *name, double timeout_s)
         snprintf(path, sizeof path, "%s/%s.%s.log", dir, suite, name);
         int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd >= 0) {
-            record_fd = fd;
-            lab_todo_record_fd = fd;
+            if (fd != RECORD_FD && dup3(fd, RECORD_FD, O_CLOEXEC) != RECORD_FD) {
+                dprintf(fd, "BEGIN %d %s\nNOTE %d the record could not move to descriptor %d: %s\n",
+                        (int)getpid(), test_id, (int)getpid(), RECORD_FD, strerror(errno));
+                _exit(70);   /* no END: the grader counts the test as failed */
+            }
+            if (fd != RECORD_FD)
+                close(fd);
+            record_fd = RECORD_FD;
+            lab_todo_record_fd = RECORD_FD;
         }
     }
 

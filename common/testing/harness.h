@@ -48,6 +48,15 @@ LAB_HARNESS_HIDDEN void lab_site(void);
  * address): the empty asm after the call must run after it returns. */
 #define LAB_SITE() do { lab_site(); __asm__ volatile(""); } while (0)
 
+/* Called first by every check that fails (lab_test.h, the stand-in's
+ * macros), before anything of Criterion's or the C library's runs: writes a
+ * FAIL record at once, with bare system calls, to the record's descriptor,
+ * which the seal keeps from being closed, replaced or cut (harness.c). A
+ * test with a FAIL record has failed, whatever follows in its record: code
+ * under test that hooks the failure path and resumes the body at the
+ * check's passing branch has already lost the test. */
+LAB_HARNESS_HIDDEN void lab_check_failed(void);
+
 /* The seed of a randomized test: $LAB_SEED when set, else a fixed seed made
  * from the test's name. Recorded and printed so `make grade ... SEED=n`
  * replays the run. */

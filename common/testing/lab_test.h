@@ -23,17 +23,21 @@
  * code that skipped the body, or that kept a failed check from ending the
  * test, must also name, by code address, checks that never held. Each
  * macro evaluates its condition once, then hands Criterion the result with
- * the original expression's text for the failure message. The stand-in's
- * macros do the same (standin/criterion/criterion.h). cr_assert_fail never
- * holds: it records nothing. */
+ * the original expression's text for the failure message. A check that
+ * fails (cr_assert_fail always does) first writes its FAIL record
+ * (lab_check_failed, harness.h), so no hook on what follows can take the
+ * failure back. The stand-in's macros do the same
+ * (standin/criterion/criterion.h). */
 #ifndef LAB_STANDIN
 #define LAB_CHECK_(cond, msg, text, ...)                                                   \
     do {                                                                                   \
         bool lab_ok_ = !!(cond);                                                           \
         if (lab_ok_)                                                                       \
             LAB_SITE();                                                                    \
-        else                                                                               \
+        else {                                                                             \
+            lab_check_failed();                                                            \
             CR_EXPAND(cr_assert_impl(CR_FAIL_ABORT_, lab_ok_, dummy, msg, text, __VA_ARGS__)); \
+        }                                                                                  \
     } while (0)
 #define LAB_BOOL_(cond, ...) LAB_CHECK_(cond, CRITERION_ASSERT_MSG_EXPR_FALSE, (CR_STR(cond)), __VA_ARGS__)
 #define LAB_OP_(op, ...) \
@@ -62,6 +66,12 @@
 #define cr_assert_null(...) LAB_NULL_(==, CRITERION_ASSERT_MSG_IS_NOT_NULL, __VA_ARGS__)
 #undef cr_assert_not_null
 #define cr_assert_not_null(...) LAB_NULL_(!=, CRITERION_ASSERT_MSG_IS_NULL, __VA_ARGS__)
+#undef cr_assert_fail
+#define cr_assert_fail(...)                                  \
+    do {                                                     \
+        lab_check_failed();                                  \
+        CR_EXPAND(cr_fail(CR_FAIL_ABORT_, __VA_ARGS__));     \
+    } while (0)
 #endif
 
 /* The Valgrind lane builds with a larger scale: every timeout stretches. */

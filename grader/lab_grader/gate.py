@@ -8,7 +8,9 @@ Before compiling (the source, as text):
   - every #include names a file by a plain name ("x.h": the stage, an earlier
     stage or common/; <x.h>: the system), never an absolute path, a `..`,
     a macro, #include_next, or Criterion and the grader's test support;
-  - no sanitizer or compiler-identity macro (code must not hide from TSan).
+  - no sanitizer or compiler-identity macro, and (in the preprocessed
+    text) no attribute that turns a sanitizer off for a function: code
+    must not hide from TSan.
 The compiler itself runs in a root of its own that holds the stage folders,
 common/ and the system's headers and nothing else (build.run_limited), so
 whatever the text manages to include, it can only be one of those files.
@@ -72,6 +74,11 @@ NEVER_DEFINED = re.compile(r"^(main|lab_\w+|criterion_\w+|cr_\w+|__wrap_\w+|__re
 CTOR_SECTIONS = (".init_array", ".fini_array", ".preinit_array", ".ctors", ".dtors", ".init", ".fini")
 HIDING = re.compile(r"\b(__SANITIZE_THREAD__|__SANITIZE_ADDRESS__|__has_feature|__OPTIMIZE__|__has_include_next)\b")
 ASM = re.compile(r"\b(asm|__asm__|__asm)\b")   # .incbin and raw syscalls need one
+# attributes that take a function out of a sanitizer's sight, however spelled
+# (no_sanitize("thread"), no_sanitize_thread, __no_sanitize_thread__,
+# disable_sanitizer_instrumentation, no_instrument_function): with one, a
+# racy function is compiled for the TSan lane without its checks
+UNWATCHED = re.compile(r"\b\w*(sanitize|instrument)\w*\b", re.I)
 FORBIDDEN_INCLUDES = re.compile(r"^(criterion/|lab_test\.h$|harness\.h$|wakers\.h$|measure\.h$|futures\.h$|"
                                 r"virtual_clock\.h$|alloc_count\.h$)")
 MAX_SOURCE = 512 * 1024   # bytes in one student file
@@ -299,9 +306,9 @@ def review(text, student_files):
 
 
 def check_preprocessed(text, student_files):
-    """No inline assembly in the lines of the student's own files, after
-    macros are expanded (gcc -E output, its line markers telling whose line
-    each is)."""
+    """No inline assembly and no attribute that hides code from a sanitizer
+    in the lines of the student's own files, after macros are expanded (gcc
+    -E output, its line markers telling whose line each is)."""
     mine = False
     no = 0
     names = {pathlib.Path(f).name for f in student_files}
@@ -312,9 +319,14 @@ def check_preprocessed(text, student_files):
             mine = pathlib.Path(m.group(2)).name in names and not m.group(2).startswith("/usr/")
             continue
         if mine:
-            a = ASM.search(re.sub(r'"(\\.|[^"\\])*"', '""', line))
+            code = re.sub(r'"(\\.|[^"\\])*"', '""', line)
+            a = ASM.search(code)
             if a:
                 raise Refused(f"line {no}: inline assembly ({a.group(0)}) is not allowed in this lab")
+            u = UNWATCHED.search(code)
+            if u:
+                raise Refused(f"line {no}: {u.group(0)} takes code out of the sanitizers' sight; "
+                              "not allowed in this lab")
         no += 1
 
 

@@ -1,8 +1,9 @@
 """The verdict of one test in one run, from the runner's XML report and the
 test's own records (records.py). The records decide what the report cannot:
 a test that "passed" without writing END with this grading's nonce left
-early; a TODO record means "not started"; a HANG record carries every
-thread's backtrace.
+early; a test with a FAIL record (a check that failed) failed, whatever
+the report says; a TODO record means "not started"; a HANG record carries
+every thread's backtrace.
 """
 import re
 
@@ -59,6 +60,14 @@ def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
             return o
     status, kind, message, secs = report[test]
     o.seconds = secs
+    if status == "PASSED" and any(r.check_failed for r in runs):
+        # a check's FAIL record stands (any run of the test in this
+        # invocation: code under test can add BEGIN lines of its own), so
+        # the body was kept going past it
+        o.verdict = Verdict.FAIL
+        o.message = ("a check failed, yet the test went on and reported a pass: code under test kept the "
+                     "failure from ending the test")
+        return o
     if status == "PASSED":
         if run and run.ended and run.nonce == nonce:
             o.verdict = Verdict.PASS

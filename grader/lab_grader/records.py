@@ -7,6 +7,8 @@
                                    hex offsets from the executable's start
                                    (SITES pid over n: n checks found no room)
     TODO pid file:line func() hint
+    FAIL pid                       a check failed (written first, before
+                                   Criterion hears of it: lab_check_failed)
     CRASH pid SIGNAME              followed by a BT-BEGIN ... BT-END block
     HANG pid text                  THREAD pid tid name state, each followed by
                                    a BT block; HANG-END pid
@@ -41,6 +43,7 @@ class Run:
     unjudged: str = ""        # the text of an UNJUDGED record
     unjudged_nonce: str = ""  # and the nonce it carried
     todo: str = ""
+    check_failed: bool = False  # a FAIL record: a check of the body failed
     crash: str = ""
     crash_frames: list = dataclasses.field(default_factory=list)
     leak_frames: list = dataclasses.field(default_factory=list)   # where blocks still live were allocated
@@ -95,6 +98,8 @@ def parse(text):
         elif tag == "SEED":
             if rest.isdigit() and len(rest) <= 20:   # a number: it goes into a command the report prints
                 run(pid).seed = rest
+        elif tag == "FAIL":
+            run(pid).check_failed = True
         elif tag == "NOTE":
             run(pid).notes.append(rest)
         elif tag == "UNJUDGED":

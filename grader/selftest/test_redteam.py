@@ -3,6 +3,7 @@ exactly what its code earns (here: nothing, since none of them holds working
 code of its own), and is refused by the static gate before any of its code
 runs. Stage 01, where the attacks were first measured (issue 16)."""
 import os
+import pathlib
 
 import pytest
 
@@ -119,11 +120,20 @@ def anchors_on_the_harness_data(tree):
                   "static const void *(*keep_anchor)(void) __attribute__((used)) = anchor;\n")
 
 
+def out_of_the_sanitizers_sight(tree):
+    """An attribute compiles a function for the TSan lane without its checks:
+    a race in it goes unseen. Spelled through a macro, which the
+    preprocessed text has expanded."""
+    _append(tree, '\n#define QUIET __attribute__((no_sanitize("thread")))\n'
+                  "QUIET static int peek(const int *p) { return *p; }\n"
+                  "static int (*keep_peek)(const int *) __attribute__((used)) = peek;\n")
+
+
 ATTACKS = [criterion_override, forged_end, constructor, include_reference, include_dev_zero, symlink_reference,
            symlinked_stage_folder,
            inline_asm, hide_from_tsan, reads_environment, incbin_behind_a_line_marker, directive_in_a_section_name,
            ifunc_resolver, times_the_forcing_hooks, reads_the_cycle_counter, reads_the_flags_word,
-           anchors_on_the_harness_data]
+           anchors_on_the_harness_data, out_of_the_sanitizers_sight]
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])
@@ -265,3 +275,23 @@ def test_student_text_in_a_todo_or_a_seed_record_is_not_shown(tmp_path):
     from lab_grader import records
     runs = records.parse("BEGIN 7 s::t\nSEED 7 1; touch /tmp/x\nEND 7 s::t n\n")
     assert runs[0].seed == "", runs[0].seed
+
+
+def test_a_failed_check_resumed_at_its_passing_branch_still_fails(tmp_path):
+    """The red team's hook on the failure path (issue 25): broken code that
+    points Criterion's first call of every failed check (through its
+    writable GOT slot) at a function of its own, which returns to the
+    check's passing branch, so the body goes on and ends as a pass. It
+    earned 6 of 24 where the same code earns 3. Every failed check writes
+    its FAIL record before that call (lab_check_failed), so each such test
+    fails; these items are the ones the hook had won, and pending-registers
+    the one the code earns."""
+    import shutil
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "labs", tree)
+    shutil.copyfile(pathlib.Path(__file__).parent / "data" / "redteam" / "resume_failed_checks.c",
+                    tree / SIGNAL / "signal.c")
+    won = ["explored-check-register", "wake-outside-every-lock", "drop-future-cancels"]
+    g = grade(tmp_path, tree, stage="1", items=["pending-registers", *won], timeout=300)
+    assert g.score == 1 and g.item(f"{SIGNAL}/pending-registers")["score"] == 1, g.output[-3000:]
+    assert "a check failed, yet the test went on" in g.output, g.output[-3000:]

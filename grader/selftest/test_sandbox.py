@@ -57,14 +57,14 @@ def hostile_tree(tmp_path, code, includes=()):
     return tree
 
 
-def appending_tree(tmp_path, target):
-    """A tree whose signal_new empties the file target, and carries on as if
-    nothing happened when it cannot. With truncate(2): the harness's seal
-    refuses every open for writing once a test begins (harness.c), so the
-    change the fingerprint must see comes by a call that opens nothing.
-    (The path is written into the source: a run gets none of the grader's
-    environment.)"""
-    return hostile_tree(tmp_path, f'    (void)truncate("{target}", 0);\n', includes=("unistd.h",))
+def removing_tree(tmp_path, target):
+    """A tree whose signal_new removes the file target, and carries on as if
+    nothing happened when it cannot. With unlink(2): the harness's seal
+    refuses every open for writing and truncate(2) once a test begins
+    (harness.c), so the change the fingerprint must see comes by a call on
+    the file's folder. (The path is written into the source: a run gets none
+    of the grader's environment.)"""
+    return hostile_tree(tmp_path, f'    (void)unlink("{target}");\n', includes=("unistd.h",))
 
 
 def test_fork_bomb_costs_its_test_only(tmp_path, caps):
@@ -94,7 +94,7 @@ def test_cannot_write_the_graders_files(tmp_path, caps):
         shutil.copyfile(ROOT / "grader" / "rubric" / "01-signal.toml", victim)
         os.chmod(victim, 0o644)
         before = victim.read_bytes()
-        tree = appending_tree(tmp_path, victim)
+        tree = removing_tree(tmp_path, victim)
         g = grade(tmp_path, tree, stage="01-signal", items=[ITEM], timeout=300)
         assert victim.read_bytes() == before, "a test process wrote to a file of the grader's"
         assert g.returncode == 0, g.output[-3000:]   # the failed write cost nothing else
@@ -174,12 +174,12 @@ def test_a_changed_grader_file_means_no_score(tmp_path, caps):
         os.chmod(p, 0o755)
     victim = lab / "grader" / "tests" / "01-signal" / "poll.c"
     original = victim.read_bytes()
-    tree = appending_tree(tmp_path, victim)
+    tree = removing_tree(tmp_path, victim)
     env = dict(os.environ, NO_COLOR="1")
     cmd = ["make", "-s", "-C", str(lab), "grade", f"TARGET={tree}", "STAGE=1", f"ITEMS={ITEM}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(env, LAB_SANDBOX="0"))
     out = p.stdout + p.stderr
-    assert victim.stat().st_size == 0, "the hostile write should succeed without a sandbox"
+    assert not victim.exists(), "the hostile change should succeed without a sandbox"
     assert "NOT TRUSTED" in out and str(victim) in out, out[-3000:]
     assert p.returncode == 2, out[-3000:]          # make's status for the grader's 3
     if not caps["root"]:

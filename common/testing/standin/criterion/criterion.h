@@ -55,10 +55,16 @@ _Noreturn void lab_standin_fail(const char *file, int line, const char *expr, co
     struct lab_standin_semicolon_##suite
 
 /* lab_site (harness.h): where each check that held stands, for the
- * completion record; a failed one ends the test (lab_standin_fail does not
- * return) and records nothing */
-#define LAB_STANDIN_CHECK(cond, expr, ...) \
-    do { if (!(cond)) lab_standin_fail(__FILE__, __LINE__, expr, " " __VA_ARGS__); LAB_SITE(); } while (0)
+ * completion record; a failed one writes its FAIL record first
+ * (lab_check_failed), then ends the test (lab_standin_fail does not return) */
+#define LAB_STANDIN_CHECK(cond, expr, ...)                                  \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            lab_check_failed();                                             \
+            lab_standin_fail(__FILE__, __LINE__, expr, " " __VA_ARGS__);    \
+        }                                                                   \
+        LAB_SITE();                                                         \
+    } while (0)
 
 #define cr_assert(cond, ...)       LAB_STANDIN_CHECK((cond), #cond, __VA_ARGS__)
 #define cr_assert_not(cond, ...)   LAB_STANDIN_CHECK(!(cond), "!(" #cond ")", __VA_ARGS__)
@@ -70,6 +76,7 @@ _Noreturn void lab_standin_fail(const char *file, int line, const char *expr, co
 #define cr_assert_geq(a, b, ...)   LAB_STANDIN_CHECK((a) >= (b), #a " >= " #b, __VA_ARGS__)
 #define cr_assert_null(p, ...)     LAB_STANDIN_CHECK((p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) LAB_STANDIN_CHECK((p) != NULL, #p " != NULL", __VA_ARGS__)
-#define cr_assert_fail(...)        lab_standin_fail(__FILE__, __LINE__, "cr_assert_fail", " " __VA_ARGS__)
+#define cr_assert_fail(...) \
+    do { lab_check_failed(); lab_standin_fail(__FILE__, __LINE__, "cr_assert_fail", " " __VA_ARGS__); } while (0)
 
 #endif
