@@ -157,9 +157,9 @@ static void check_wake(const char *label, const char *how)
         violated = true;
         snprintf(violation, sizeof violation,
                  "the waker \"%s\" was %s (in %s) while that thread held %u lock(s); the last one taken, "
-                 "a %s at %p, was locked in %s. Take the waker out under the lock, release every lock, "
-                 "then wake: a wake runs code you do not control (a task's poll, another future) that "
-                 "may need the same lock",
+                 "a %s at %p, was locked in %s. A wake runs code the lock's owner does not control "
+                 "(a task's poll, another future's drop), and that code may take a lock this thread "
+                 "holds",
                  label, how, waker_site, me.nheld, h.kind, h.lock, taken);
     }
     __real_pthread_mutex_unlock(&violation_lock);

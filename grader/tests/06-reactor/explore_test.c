@@ -92,9 +92,9 @@ static const char *check(void *arg)
         snprintf(why, sizeof why,
                  "lost wakeup: the first poll_ready(IO_%s) returned Pending, the other thread dispatched an "
                  "event that made the registration %s-ready, and the waker was never woken: the event fell "
-                 "between the poll's look at the readiness word and its registration. Look again under the "
-                 "lock dispatch sets readiness under, and store the waker in that same hold (reactor.h "
-                 "contract 4); the schedule below shows where. The next hint: make hint STAGE=6 "
+                 "between the poll's look at the readiness word and its registration (reactor.h contract "
+                 "4: poll_ready checks and registers under the lock dispatch sets readiness under); the "
+                 "schedule below shows where. The next hint: make hint STAGE=6 "
                  "ITEM=explored-check-register", s->dir == IO_READ ? "READ" : "WRITE", dir);
         return why;
     }
