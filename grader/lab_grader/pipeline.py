@@ -12,7 +12,7 @@ each earlier stage it uses, which that stage's own thread has already
 decided: can the student's version be linked in (it builds and passes all
 its tests in the plain lane), or must the reference stand in? Then the
 stage's lanes run side by side; the performance lane waits until every
-other lane of every stage is done, and then runs alone. pytest asks for each
+other lane of every stage is done, and then runs alone. grading.py asks for each
 item's result, which waits for what it needs.
 
 Nothing flows back: building never runs a test, a lane never builds, and
