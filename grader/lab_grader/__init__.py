@@ -16,9 +16,10 @@ a line: the module, and what it hands to the next step.
               (sandbox.py, jail.py)  records; calibrate.py reruns a timeout on the reference;
                                      checkers.py: Valgrind's and TSan's reports)
   judged      verdict.py             per item, an ItemResult: status, points, summary
-  written     report.py              the terminal report, and what results.json and JUnit hold
-              results_json.py        results.json, checked and written
+  written     report.py              the terminal report
+              results_json.py        results.json (every path: the grading's and the fallbacks)
               junit.py               JUnit XML
+              (diagnosis.py)         the one diagnosis of an item the three print
 
 pipeline.py runs built -> run -> judged, a thread per stage, and hands
 grading.py each item's ItemResult and, at the end, a pipeline.Grading (the

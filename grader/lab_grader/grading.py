@@ -10,17 +10,19 @@ lifecycle onto these calls:
                            done (pipeline.py -> verdict.py)
     g.finish()             written: the pipeline's last word (which builds, and
                            whether the grader's own files stayed untouched), then
-                           the report, results.json and JUnit (report.py); the lines
-                           to print and the exit status
+                           the report (report.py), results.json (results_json.py)
+                           and JUnit (junit.py); the lines to print and the exit status
 
 The items are judged in rubric order, one at a time (pytest's), while the
 stages build and run behind them; an item waits only for what it needs.
 """
 import dataclasses
+import os
 import pathlib
+import sys
 import time
 
-from . import invocation, junit, pipeline, report, rubric, verdict
+from . import invocation, junit, pipeline, report, results_json, rubric, sandbox, verdict
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -140,7 +142,8 @@ class Grading:
             alone = report.compiler_first(graded, self.results)
             if alone:
                 return Finished([alone], status=untrusted)
-        lines = ["", report.text_report(graded, self.results)]
+        color = not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+        lines = ["", report.text_report(graded, self.results, sandbox.shared().describe(), color)]
         if self.options.test:
             lines += self._test_output()
         if self.options.timings:
@@ -152,13 +155,14 @@ class Grading:
             self._write_results(graded, self.results)
             lines.append(f"wrote {self.options.results}")
         if self.options.junit:
-            junit.write(self.options.junit, report.junit_cases(graded, self.results))
+            junit.write(self.options.junit, junit.cases(graded, self.results))
             lines.append(f"wrote {self.options.junit}")
         return Finished(lines, status=untrusted)
 
     def _write_results(self, graded, results):
-        report.write_json(self.options.results,
-                          report.gradescope(graded, results, time.monotonic() - self.began, self.options.unjudged))
+        data = results_json.build(graded, results, time.monotonic() - self.began, self.options.unjudged)
+        # without python3-jsonschema (a student's machine): written unchecked rather than not at all
+        results_json.write(self.options.results, data, require_schema=False)
 
     def _test_output(self):
         """With TEST=..., what the test printed in the plain run."""
