@@ -1,4 +1,28 @@
 """The lab's autograder: builds a student tree, runs the grader's tests in
 lanes (plain, race, Valgrind, TSan, performance), reads what happened from
 the test records, and reports points with a diagnosis for every failure.
-pytest drives it: see grader/grade/."""
+
+grading.py is the main, read top to bottom; pytest drives it through
+grader/grade/conftest.py, one pytest item per rubric item. The map, a step
+a line: the module, and what it hands to the next step.
+
+  step        module                 hands on
+  ----------  ---------------------  ---------------------------------------------
+  asked       invocation.py          the checked options (stages, target, items, test, seed)
+  graded      plan.py                the Plan: per stage, its items and their tests
+  built       assemble.py, build.py  a StageBuild per stage: its binaries, or the error
+              (intake.py, gate.py)   (the student's files taken in, checked before linking)
+  run         lanes.py, invoke.py    per lane, {test: Outcome} (judge.py reads each run's
+              (sandbox.py, jail.py)  records; calibrate.py reruns a timeout on the reference;
+                                     checkers.py: Valgrind's and TSan's reports)
+  judged      verdict.py             per item, an ItemResult: status, points, summary
+  written     report.py              the terminal report
+              results_json.py        results.json (every path: the grading's and the fallbacks)
+              junit.py               JUnit XML
+              (diagnosis.py)         the one diagnosis of an item the three print
+
+pipeline.py runs built -> run -> judged, a thread per stage, and hands
+grading.py each item's ItemResult and, at the end, a pipeline.Grading (the
+builds, and whether the grader's own files stayed untouched), which the
+three outputs read. progress.py: the progress line on a terminal.
+"""

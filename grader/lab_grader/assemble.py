@@ -169,7 +169,7 @@ class Assembler:
     def build(self, plan, sp, deps, variants=build.VARIANTS, link_plain=lambda key: True):
         """The stage's binaries, of the variants asked for (plain always: it
         decides whether the stage is usable; add_variant links the others
-        when a lane first needs one). deps: {earlier stage: (usable, why)}
+        once the plain lane has started). deps: {earlier stage: (usable, why)}
         for every stage of sp.closure, decided by the pipeline. link_plain(key)
         false: the plain binary's objects are compiled and gated but not
         linked (result.unlinked; link_unlinked links them): a stage only used
@@ -216,9 +216,9 @@ class Assembler:
         return text.replace(f"{self.src}{os.sep}", prefix) if text else text
 
     def add_variant(self, plan, sp, deps, variant, result):
-        """Links one more variant of a stage that built (a tool lane's, on its
-        first use: a tree whose every test stops at a TODO never compiles for
-        TSan). Raises BuildError."""
+        """Links one more variant of a stage that built (a tool lane's: the
+        pipeline builds those after the plain one, while the plain lane
+        runs). Raises BuildError."""
         self._link(plan, sp, variant, self._objects(plan, sp, deps, variant), result)
 
     def link_unlinked(self, plan, sp, result):

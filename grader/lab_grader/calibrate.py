@@ -22,30 +22,22 @@ Two rules, applied in this order to a lane run's outcomes:
 A hang is still caught as fast as before; only a loaded machine costs the
 second run.
 """
-import dataclasses
-
-from . import invoke
 from .outcomes import Verdict
 
 
-def moved_to(inv, run_dir, **changes):
-    """The same invocation in another run directory (every path that named
-    the old one renamed)."""
-    moved = invoke.mover({str(inv.run_dir): str(run_dir)})
-    return dataclasses.replace(inv, run_dir=run_dir, env={k: moved(v) for k, v in inv.env.items()},
-                               wrapper=[moved(w) for w in inv.wrapper],
-                               make_dirs=[moved(str(m)) for m in inv.make_dirs], **changes)
-
-
-def calibrate(outs, inv, runner, reference, reference_tests, limits_hit=False):
-    """Applies both rules to outs ({test: Outcome} of the run `inv`), in
-    place. reference: the reference's test binary for the lane, or None;
+def calibrate(outs, rerun, reference, reference_tests, limits_hit=False):
+    """Applies both rules to outs ({test: Outcome} of one lane run), in
+    place. rerun(tests, binary, name): those tests run again in the same
+    lane with the same limits, on `binary` (None: the same one), in a run
+    directory named for `name` beside the first; returns ({test: Outcome},
+    RunResult) (lanes.Runner.rerun, handed in by the pipeline).
+    reference: the reference's test binary for the lane, or None;
     reference_tests: the tests it has (an instructor's hidden test is not in
     it)."""
     unbegun = [t for t, o in outs.items() if o.verdict in (Verdict.TIMEOUT, Verdict.MISSING) and not o.began]
-    limits_hit = retry_unbegun(outs, inv, runner, unbegun) or limits_hit
+    limits_hit = retry_unbegun(outs, rerun, unbegun) or limits_hit
     twice = [t for t in unbegun if outs[t].verdict == Verdict.MISSING and not outs[t].began and not limits_hit]
-    started = _reference_starts(twice, inv, runner, reference, reference_tests)
+    started = _reference_starts(twice, rerun, reference, reference_tests)
     for t in twice:
         o = outs[t]
         if t in started:
@@ -69,8 +61,7 @@ def calibrate(outs, inv, runner, reference, reference_tests, limits_hit=False):
     slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT and not o.stalled and t in reference_tests]
     if not slow or reference is None:
         return outs
-    again = moved_to(inv, inv.run_dir.parent / f"{inv.run_dir.name}-reference", binary=reference, tests=slow)
-    mine, _ = runner.run(again, {})
+    mine, _ = rerun(slow, reference, "reference")
     for t in slow:
         o, r = outs[t], mine[t]
         limit = o.seconds
@@ -86,24 +77,22 @@ def calibrate(outs, inv, runner, reference, reference_tests, limits_hit=False):
     return outs
 
 
-def _reference_starts(tests, inv, runner, reference, reference_tests):
+def _reference_starts(tests, rerun, reference, reference_tests):
     """{test: seconds} of the tests (of those the reference has) that the
     reference solution runs and passes in the same lane right now."""
     tests = [t for t in tests if t in reference_tests]
     if not tests or reference is None:
         return {}
-    again = moved_to(inv, inv.run_dir.parent / f"{inv.run_dir.name}-reference-start", binary=reference, tests=tests)
-    mine, _ = runner.run(again, {})
+    mine, _ = rerun(tests, reference, "reference-start")
     return {t: mine[t].seconds for t in tests if mine[t].passed}
 
 
-def retry_unbegun(outs, inv, runner, tests):
+def retry_unbegun(outs, rerun, tests):
     """Rule 1: the tests that timed out or were not run before they began,
     run once more. Returns whether that run met its process or memory limit."""
     if not tests:
         return False
-    again = moved_to(inv, inv.run_dir.parent / f"{inv.run_dir.name}-again", tests=tests)
-    second, result = runner.run(again, {})
+    second, result = rerun(tests, None, "again")
     for t in tests:
         first = outs[t]
         outs[t] = second[t]

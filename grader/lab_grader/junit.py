@@ -1,6 +1,7 @@
 """JUnit XML for CI tools (Jenkins, GitLab, GitHub's test reporters): one
 <testsuite> per stage, one <testcase> per rubric item, the item's own time,
-its full diagnosis in the failure body, and its points.
+its full diagnosis in the failure body, and its points. cases() makes the
+cases of a grading (the diagnosis is diagnosis.py's), write() the file.
 
 The file is valid against the Ant JUnit schema (grader/schemas/JUnit.xsd,
 from windyroad/JUnit-Schema; see grader/schemas/README.md). That schema
@@ -24,6 +25,8 @@ import socket
 import xml.etree.ElementTree as ET
 
 from . import files, text
+from .diagnosis import failure_block
+from .outcomes import Status
 
 STATUSES = ("passed", "failed", "not-judged")
 # how much of one item's details a report keeps (the end, where the
@@ -112,6 +115,19 @@ def build(cases, suite_name="lab-grader", timestamp=None, hostname=None):
         out.text = f"{stage_name}: {_points(got)}/{_points(most)} points\n"
         ET.SubElement(suite, "system-err")
     return root
+
+
+def cases(grading, results):
+    """The cases write takes, from a grading (pipeline.Grading and its item
+    results): one per item, its diagnosis in full."""
+    out = []
+    for r in results:
+        o = r.outcome
+        out.append({"stage": r.item.stage, "item": r.item.id, "points": r.points, "max_points": r.item.points,
+                      "status": str(r.status), "seconds": o.seconds if o is not None else 0.0,
+                      "summary": r.summary if r.status != Status.PASSED else r.item.clause,
+                      "details": "" if r.status == Status.PASSED else "\n".join(failure_block(grading, r))})
+    return out
 
 
 def write(path, cases, suite_name="lab-grader"):

@@ -188,6 +188,19 @@ class Runner:
                                               "it was judged on its own")
         return outs, result
 
+    def rerun(self, inv, tests, binary, name):
+        """Some of inv's tests run again, judged (no hang hints), in the same
+        lane with the same limits, on `binary` (None: inv's), in the run
+        directory inv's with -name after it: calibrate.py's second runs,
+        handed to it as functools.partial(runner.rerun, inv)."""
+        run_dir = inv.run_dir.parent / f"{inv.run_dir.name}-{name}"
+        moved = invoke.mover({str(inv.run_dir): str(run_dir)})
+        again = dataclasses.replace(inv, run_dir=run_dir, tests=list(tests), binary=binary or inv.binary,
+                                    env={k: moved(v) for k, v in inv.env.items()},
+                                    wrapper=[moved(w) for w in inv.wrapper],
+                                    make_dirs=[moved(str(m)) for m in inv.make_dirs])
+        return self.run(again, {})
+
     def _judge(self, inv, result, hang_hints):
         """The run's outcomes: its records and report (judge.py), then each
         passed test's transcript of checks against the stage's table."""

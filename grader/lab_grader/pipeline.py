@@ -11,15 +11,19 @@ a thread, started in stage order. A stage's build waits for one fact about
 each earlier stage it uses, which that stage's own thread has already
 decided: can the student's version be linked in (it builds and passes all
 its tests in the plain lane), or must the reference stand in? Then the
-stage's lanes run side by side; the performance lane waits until every
-other lane of every stage is done, and then runs alone. pytest asks for each
-item's result, which waits for what it needs.
+stage's plain and race lanes start, its thread links the Valgrind and TSan
+binaries its items need, and those lanes start too; the performance lane
+waits until every other lane of every stage is done, and then runs alone.
+grading.py asks for each item's result, which waits for what it needs.
 
-Nothing flows back: building never runs a test, a lane never builds, and
-the verdict of an item is read from results the pipeline already has.
+Nothing flows back: building never runs a test, a lane never builds (its
+binary is built before it starts; calibrate.py reruns a test through the
+callable it is handed, lanes.Runner.rerun), and the verdict of an item is
+read from results the pipeline already has.
 """
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import pathlib
 import secrets
@@ -31,6 +35,7 @@ from .tree_lock import TreeLock
 from .waiting import Memo, spawn
 
 QUICK_SKIPS = ("valgrind", "tsan", "perf")
+TOOL_LANES = ("valgrind", "tsan")   # their binaries are built after the plain one (_build_tools)
 SLOW_FAIL_S = 2.0     # a plain failure that took this long waited for a rescue: not rerun under a tool
 
 
@@ -70,6 +75,7 @@ class Pipeline:
             self.runner.todo_hints[sp.stage.name] = judge.skeleton_todos(self.root / "labs" / sp.stage.name)
         self.memo = Memo()
         self.builds = {}     # name -> Future of StageBuild
+        self.tools = {}      # (name, lane) -> Future of the Valgrind or TSan lane's binary (BuildError if none)
         self.usable = {}     # name -> Future of (True, "") or (False, why)
         self.others_done = threading.Event()
         self.tree_lock = TreeLock(self.work, self.target)
@@ -91,6 +97,8 @@ class Pipeline:
         threads = []
         for sp in self.plan.order:
             self.builds[sp.stage.name] = concurrent.futures.Future()
+            for lane in TOOL_LANES:
+                self.tools[sp.stage.name, lane] = concurrent.futures.Future()
             if sp.stage.name in used:
                 self.usable[sp.stage.name] = concurrent.futures.Future()
             threads.append(spawn(self._stage, sp))
@@ -104,16 +112,17 @@ class Pipeline:
         name = sp.stage.name
         try:
             deps = {d: self.usable[d].result() for d in sp.closure}
-            # the plain binary now; a tool lane's when it first runs (tool_binary):
-            # a mutant graded on plain items, or a tree whose tests all stop at
-            # a TODO, never compiles for TSan. build_only: the ones asked for
-            # (make debug runs the -O0 one).
+            # the plain binary first, and its lanes start; then the Valgrind
+            # and TSan binaries its items need (_build_tools). build_only: the
+            # ones asked for (make debug runs the -O0 one).
             variants = self._variants
             graded = bool(sp.items and self._run_lanes) or build.DEBUG in variants
             b = self.assembler.build(self.plan, sp, deps, variants,
                                      link_plain=lambda key: graded or not self._verdict_file(key).exists())
         except BaseException as e:  # noqa: BLE001 - whoever waits for the build sees it
             self.builds[name].set_exception(e)
+            for lane in TOOL_LANES:
+                self.tools[name, lane].set_exception(e)
             if name in self.usable:
                 self.usable[name].set_exception(e)
             raise
@@ -121,13 +130,31 @@ class Pipeline:
         jobs = []
         if name in self.usable:
             jobs.append(spawn(self._decide_usable, sp, b))
-        if b.ok and sp.items and self._run_lanes:
-            lanes_wanted = sp.lanes() - set(QUICK_SKIPS if self.plan.quick else ())
-            if "plain" in lanes_wanted:
-                jobs.append(spawn(self.plain, sp))
-            jobs += [spawn(self.race, sp, i) for i in sp.items if i.lane == "race"]
-            jobs += [spawn(self.checked_lane, sp, lane) for lane in ("valgrind", "tsan") if lane in lanes_wanted]
+        lanes_wanted = sp.lanes() - set(QUICK_SKIPS if self.plan.quick else ())
+        if not (b.ok and sp.items and self._run_lanes):
+            lanes_wanted = set()
+        if "plain" in lanes_wanted:
+            jobs.append(spawn(self.plain, sp))
+        jobs += [spawn(self.race, sp, i) for i in sp.items if i.lane == "race" and "race" in lanes_wanted]
+        self._build_tools(sp, deps, b, [lane for lane in TOOL_LANES if lane in lanes_wanted])
+        jobs += [spawn(self.checked_lane, sp, lane) for lane in TOOL_LANES if lane in lanes_wanted]
         concurrent.futures.wait(jobs)
+
+    def _build_tools(self, sp, deps, b, wanted):
+        """The Valgrind and TSan binaries of the lanes wanted, linked while
+        the plain lane runs, so that no lane builds; a lane not wanted gets
+        no binary (a mutant graded on plain items never compiles for TSan).
+        One that does not build fails only that lane's items."""
+        for lane in TOOL_LANES:
+            fut = self.tools[sp.stage.name, lane]
+            if lane not in wanted:
+                fut.set_exception(RuntimeError(f"no {lane} binary: the {lane} lane was not asked for"))
+                continue
+            try:
+                self.assembler.add_variant(self.plan, sp, deps, lanes.LANES[lane].variant, b)
+                fut.set_result(b.binaries[lanes.LANES[lane].variant])
+            except BaseException as e:  # noqa: BLE001 - a BuildError fails only this lane's items
+                fut.set_exception(e)
 
     def _decide_usable(self, sp, b):
         """Can the student's stage stand in for the reference in the stages
@@ -182,7 +209,8 @@ class Pipeline:
         b = self.builds[sp.stage.name].result()
         inv = self.runner.invocation(lane, b.binaries[lane.variant], tests, run_dir)
         outs, result = self.runner.run(inv, sp.hang_hints, lane.exclusive)
-        calibrate.calibrate(outs, inv, self.runner, b.reference.get(lane.variant), set(sp.public),
+        rerun = functools.partial(self.runner.rerun, inv)   # calibrate's second runs, in this lane
+        calibrate.calibrate(outs, rerun, b.reference.get(lane.variant), set(sp.public),
                             limits_hit=bool(result.refused or result.oom_kills))
         return lanes.check(lane, outs, result, run_dir, inv.binary)
 
@@ -246,18 +274,10 @@ class Pipeline:
                     run_these.append(t)
             if not run_these:
                 return hung
-            self.tool_binary(sp, lanes.LANES[name].variant)
+            self.tools[sp.stage.name, name].result()   # BuildError: the items of this lane fail with it
             outs = self._lane_run(sp, lanes.LANES[name], run_these, self.work / sp.stage.name / name)
             return {**outs, **hung}
         return self.memo.get((name, sp.stage.name), go)
-
-    def tool_binary(self, sp, variant):
-        """Links the stage's `variant` binary on first use (BuildError if it
-        does not build; the items of that lane fail with it)."""
-        def go():
-            deps = {d: self.usable[d].result() for d in sp.closure}
-            self.assembler.add_variant(self.plan, sp, deps, variant, self.builds[sp.stage.name].result())
-        return self.memo.get(("link", sp.stage.name, variant), go)
 
     def perf(self, sp):
         def go():

@@ -1,8 +1,11 @@
-"""Gradescope's results.json: checked against a JSON Schema written from
-Gradescope's published spec (grader/schemas/gradescope-results.schema.json),
-written by the JSON encoder and atomically, and a fallback for when grading
-crashed, so that Gradescope never shows a bare "autograder failed" or
-rejects a file that printf built from a log holding a tab or an escape.
+"""Gradescope's results.json, on every path, from this module alone: built
+from a grading's item results (build), or for when grading crashed
+(fallback) or the upload held nothing to grade (no_work); every one
+checked against a JSON Schema written from Gradescope's published spec
+(grader/schemas/gradescope-results.schema.json) and written by the JSON
+encoder, atomically (write), so that Gradescope never shows a bare
+"autograder failed" or rejects a file that printf built from a log
+holding a tab or an escape.
 
     python3 -m lab_grader.results_json validate FILE
     python3 -m lab_grader.results_json fallback OUT MESSAGE [LOGFILE]
@@ -18,6 +21,8 @@ import pathlib
 import sys
 
 from . import files, text
+from .diagnosis import UNTRUSTED, clean, failure_block
+from .outcomes import Status
 
 SCHEMA = pathlib.Path(__file__).resolve().parents[1] / "schemas" / "gradescope-results.schema.json"
 _validator = None
@@ -114,6 +119,87 @@ def write(path, data, require_schema=True):
         more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
         raise ValueError("not a valid results.json: " + "; ".join(errors[:5]) + more)
     return _dump(path, data)
+
+
+def _advice(r):
+    """What a student should do about an item that was not judged."""
+    if r.item.lane == "quiz":
+        return ("your instructor marks this item (the grader you were given has the answer key only hashed: "
+                "it counts a group's wrong answers, it gives no points)")
+    if "make check" in r.summary:
+        return "run make grade for this lane"
+    return ("nothing here says your code is wrong: the machine could not judge this item just now; "
+            "ask for a regrade (or resubmit)")
+
+
+def build(grading, results, seconds, unjudged="zero"):
+    """results.json of a grading (pipeline.Grading and its item results;
+    seconds: how long it ran), in Gradescope's format: every item, always.
+    An item not judged is there with why and what to do; unjudged="zero"
+    counts it as 0 of its points (until regraded), "omit" as 0 of 0."""
+    tests = []
+    for r in results:
+        entry = {
+            "name": f"{r.item.key}: {r.item.clause}",
+            "number": r.item.key,
+            "score": r.points,
+            "max_score": r.item.points,
+            "status": "passed" if r.status == Status.PASSED else "failed",
+            "output": r.item.clause if r.status == Status.PASSED else "\n".join(failure_block(grading, r)),
+            "output_format": "text",
+            # hidden tests: students see them once the instructor publishes the grades
+            "visibility": "after_published" if r.item.hidden else "visible",
+        }
+        if r.status == Status.NOT_JUDGED:
+            entry["output"] = f"Not judged: {clean(r.summary)}\nWhat to do: {_advice(r)}"
+            entry["extra_data"] = {"judged": False}
+            if unjudged == "omit":
+                # 0 of 0, in one line, with no status: Gradescope shows it
+                # neither failed nor owed, and nobody asks for a regrade of
+                # what the platform cannot measure
+                entry["max_score"] = 0
+                del entry["status"]
+                entry["output"] = (f"Not judged on this machine ({text.one_line(r.summary, 160)}): not part of your "
+                                   "score." if r.item.lane != "quiz" else
+                                   f"Not judged here: {clean(r.summary)}.")
+        tests.append(entry)
+    for name in dict.fromkeys(r.item.stage for r in results):
+        review = getattr(grading.builds.get(name), "review", [])
+        if review:
+            # the instructor's alone: a hidden entry of no points (students never see it)
+            tests.append({"name": f"{name}/review: code for the instructor to read", "number": f"{name}/review",
+                          "score": 0, "max_score": 0, "status": "passed", "visibility": "hidden",
+                          "output": "\n".join(clean(x) for x in review[:40]), "output_format": "text"})
+    if grading.untrusted:
+        return {"score": 0, "execution_time": round(seconds, 1), "output": UNTRUSTED, "output_format": "text",
+                "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
+    # the visible items only: a count over hidden ones too tells a student a hidden item failed
+    visible = [r for r in results if not r.item.hidden]
+    head = [f"{sum(1 for r in visible if r.status == Status.PASSED)} of {len(visible)} visible items passed"]
+    not_judged = [r for r in results if r.status == Status.NOT_JUDGED]
+    if not_judged:
+        head.append(f"{len(not_judged)} item(s) not judged: each says why and what to do")
+    for name in dict.fromkeys(r.item.stage for r in results):
+        b = grading.builds.get(name)
+        if b is None:
+            continue
+        for note in b.notes + b.remarks:
+            head.append(f"{name}: note: {clean(note)}")
+        for w in b.warnings:
+            head.append(f"{name}: your code compiled with warnings:")
+            head += ["  " + line for line in clean(w).splitlines()[:12]]
+        if not b.ok and b.error and b.error.log:
+            head.append(f"{name}: the compiler said:")
+            head += ["  " + line for line in clean(b.error.log).strip().splitlines()[:25]]
+    return {
+        "score": sum(r.points for r in results),
+        "execution_time": round(seconds, 1),
+        "output": "\n".join(head),
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
 
 
 def fallback(message, log_text="", tail_chars=4000):

@@ -53,25 +53,28 @@ def test_a_timeout_before_begin_is_run_again(tmp_path):
     code under test ran, so the grader runs it once more before judging; a
     timeout after BEGIN is judged at once."""
     sys.path.insert(0, str(GRADER))
-    from lab_grader import calibrate, invoke, judge, outcomes, records
+    from lab_grader import calibrate, invoke, judge, lanes, outcomes, records
 
-    class FakeRunner:
-        def __init__(self):
-            self.invoked = []
+    reruns = []
 
-        def run(self, inv, hints):
-            self.invoked.append(inv)
-            return {t: outcomes.Outcome(test=t, verdict=outcomes.Verdict.PASS) for t in inv.tests}, None
+    def rerun(tests, binary, name):   # what lanes.Runner.rerun does, without running anything
+        reruns.append((list(tests), binary, name))
+        return {t: outcomes.Outcome(test=t, verdict=outcomes.Verdict.PASS) for t in tests}, None
 
     report = {"s::early": ("ERRORED", "timeout", "", 5.0), "s::late": ("ERRORED", "timeout", "", 5.0)}
     recs = records.read_dir(tmp_path)  # empty
     recs["s::late"] = records.parse("BEGIN 1 s::late\n")
     outs = {t: judge.judge(t, report, recs, None, "n") for t in report}
     assert not outs["s::early"].began and outs["s::late"].began
-    inv = invoke.Invocation(tmp_path / "bin", list(report), tmp_path / "run" / "0", env={})
-    fake = FakeRunner()
-    calibrate.retry_unbegun(outs, inv, fake, [t for t, o in outs.items() if not o.began])
-    assert [i.tests for i in fake.invoked] == [["s::early"]]
-    assert fake.invoked[0].run_dir.name == "0-again"
+    calibrate.retry_unbegun(outs, rerun, [t for t, o in outs.items() if not o.began])
+    assert reruns == [(["s::early"], None, "again")]
     assert outs["s::early"].passed and "before the test began" in outs["s::early"].details[0]
     assert outs["s::late"].verdict == "timeout"
+    # and the run directory the runner gives that rerun
+    run_dir = tmp_path / "run" / "0"
+    inv = invoke.Invocation(tmp_path / "bin", list(report), run_dir, env={"LOG": str(run_dir / "x")})
+    runner = lanes.Runner("n", None, 1, 0.05, tmp_path)
+    runner.run = lambda again, hints: (again, None)
+    again, _ = runner.rerun(inv, ["s::early"], None, "again")
+    assert again.run_dir.name == "0-again" and again.tests == ["s::early"] and again.binary == inv.binary
+    assert again.env["LOG"] == str(tmp_path / "run" / "0-again" / "x")

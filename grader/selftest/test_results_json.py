@@ -16,7 +16,7 @@ from lab_grader import results_json  # noqa: E402
 
 HOSTILE = "a\tb\x1b[2J\x1b[Hfake 21/21\r\n\x00\x07\"\\ \ud800 </pre><script>x</script>\x1b]0;t\x07 end"
 
-# the spec's own example, and the shapes the grader writes (report.gradescope)
+# the spec's own example, and the shapes the grader writes (results_json.build)
 SPEC_EXAMPLE = {
     "score": 44.0, "execution_time": 136, "output": "Text relevant to the entire submission",
     "output_format": "simple_format", "test_output_format": "text", "test_name_format": "text",
@@ -148,7 +148,6 @@ def test_an_unjudged_item_in_omit_mode_is_one_line_of_no_points():
     for a regrade of it); the summary counts visible items only; the review
     list is a hidden entry of no points. Valid against the schema."""
     import types
-    from lab_grader import report
     from lab_grader.outcomes import Status
 
     def result(key, status, hidden=False, lane="plain"):
@@ -161,7 +160,7 @@ def test_an_unjudged_item_in_omit_mode_is_one_line_of_no_points():
     grading = types.SimpleNamespace(untrusted=[], stages={"05-timer": types.SimpleNamespace(chapter="docs/05.md")},
                                     builds={"05-timer": types.SimpleNamespace(
         notes=[], remarks=[], warnings=[], ok=True, error=None, review=["time_driver.c: uses dlsym"])})
-    data = report.gradescope(grading, results, 1.0, unjudged="omit")
+    data = results_json.build(grading, results, 1.0, unjudged="omit")
     assert results_json.validate(data) == [], results_json.validate(data)
     late = next(t for t in data["tests"] if t["number"] == "05-timer/lateness")
     assert late["max_score"] == 0 and "status" not in late and "\n" not in late["output"], late

@@ -398,7 +398,7 @@ def test_the_hashed_quiz_key_counts_wrong_answers_without_naming_them(tmp_path):
 # ---- the report's rerun line -------------------------------------------------
 
 def test_rerun_line_names_the_item_when_other_items_run_the_same_test(tmp_path):
-    from lab_grader import outcomes, pipeline, report
+    from lab_grader import diagnosis, outcomes, pipeline
     from conftest import ROOT, stages
     every = {s.name: s for s in stages()}
     p = pipeline.Pipeline(ROOT, ROOT / "solutions", list(every.values()), [every["02-block-on"]], tmp_path)
@@ -410,10 +410,10 @@ def test_rerun_line_names_the_item_when_other_items_run_the_same_test(tmp_path):
     shared = outcomes.Outcome("parker_stress::ping_pong", outcomes.Verdict.FAIL)
     runners = g.items_of_test[("02-block-on", shared.test)]
     assert len(runners) > 1, f"ping_pong should run in several items (plain, Valgrind, TSan): {runners}"
-    line = report.rerun_command(g, items[runners[0]], shared)
+    line = diagnosis.rerun_command(g, items[runners[0]], shared)
     assert line.startswith(f"make grade STAGE=2 TEST=parker_stress/ping_pong ITEMS={runners[0]}"), line
     alone = next((t, ids) for (s, t), ids in g.items_of_test.items() if s == "02-block-on" and len(ids) == 1)
-    line = report.rerun_command(g, items[alone[1][0]], outcomes.Outcome(alone[0], outcomes.Verdict.FAIL))
+    line = diagnosis.rerun_command(g, items[alone[1][0]], outcomes.Outcome(alone[0], outcomes.Verdict.FAIL))
     assert "ITEMS=" not in line, f"a test only one item runs needs no ITEMS=: {line}"
 
 
