@@ -25,13 +25,17 @@ class StageBuild:
     ok: bool
     error: build.BuildError = None
     binaries: dict = dataclasses.field(default_factory=dict)   # variant -> path
+    # variant -> the same without the instructor's hidden tests, for the
+    # public tests' runs: no hidden test's code, strings or name is in the
+    # process whose results the student sees (only when there are hidden tests)
+    public_binaries: dict = dataclasses.field(default_factory=dict)
     reference: dict = dataclasses.field(default_factory=dict)  # variant -> the reference's test binary, or None
     warnings: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)      # "graded with the reference ..."
     remarks: list = dataclasses.field(default_factory=list)    # about the student's files (a header not used)
     review: list = dataclasses.field(default_factory=list)     # for the instructor: constructs to read (gate.review)
     key: str = ""   # digest of the objects the plain binary is linked from
-    unlinked: list = None  # those objects, when build(..., link_plain=False) left the link for later
+    unlinked: tuple = None  # (objects, without hidden tests): build(..., link_plain=False) left the link
 
 
 class Assembler:
@@ -189,13 +193,13 @@ class Assembler:
             result.remarks = list(self.take_in(sp).notes)
             result.review = self.review(sp.stage.name)
             for variant in variants:
-                objs = self._objects(plan, sp, deps, variant)
+                objs, public = self._both(plan, sp, deps, variant)
                 if variant == "plain":
                     result.key = build._digest(*sorted(str(o) for o in objs))
                     if not link_plain(result.key):
-                        result.unlinked = objs
+                        result.unlinked = (objs, public)
                         continue
-                self._link(plan, sp, variant, objs, result)
+                self._link(plan, sp, variant, objs, result, public)
         except build.BuildError as e:
             e.first, e.log = self.theirs(e.first), self.theirs(e.log)
             result.error = e
@@ -219,22 +223,37 @@ class Assembler:
         """Links one more variant of a stage that built (a tool lane's: the
         pipeline builds those after the plain one, while the plain lane
         runs). Raises BuildError."""
-        self._link(plan, sp, variant, self._objects(plan, sp, deps, variant), result)
+        objs, public = self._both(plan, sp, deps, variant)
+        self._link(plan, sp, variant, objs, result, public)
 
     def link_unlinked(self, plan, sp, result):
         """Links the plain binary build(..., link_plain=...) left unlinked.
         Raises BuildError."""
         if result.unlinked is not None:
-            self._link(plan, sp, "plain", result.unlinked, result)
+            objs, public = result.unlinked
+            self._link(plan, sp, "plain", objs, result, public)
             result.unlinked = None
 
-    def _link(self, plan, sp, variant, objs, result):
-        """Links result.binaries[variant] from objs (and finds result.reference[variant])."""
+    def _link(self, plan, sp, variant, objs, result, public_objs=None):
+        """Links result.binaries[variant] from objs (and finds result.reference[variant]);
+        with hidden tests, result.public_binaries[variant] too, from objs
+        without them."""
+        libs = self.system_libs(plan, sp)
         result.binaries[variant] = self.builder.link(objs, self.work / sp.stage.name / f"tests-{variant}", variant,
-                                                     self.system_libs(plan, sp))
+                                                     libs)
+        if public_objs is not None and variant != build.DEBUG:
+            result.public_binaries[variant] = self.builder.link(
+                public_objs, self.work / sp.stage.name / f"tests-{variant}-public", variant, libs)
         result.reference[variant] = self.reference_binary(plan, sp, variant) if variant != build.DEBUG else None
 
-    def _objects(self, plan, sp, deps, variant):
+    def _both(self, plan, sp, deps, variant):
+        """(objects of the stage's binary, the same without the hidden tests
+        or None when there are none)."""
+        _, hidden = self.test_dirs(sp.stage.name)
+        return (self._objects(plan, sp, deps, variant),
+                self._objects(plan, sp, deps, variant, with_hidden=False) if hidden else None)
+
+    def _objects(self, plan, sp, deps, variant, with_hidden=True):
         """The objects of the stage's binary of one variant."""
         code = build.CODE_VARIANT[variant]
         objs = []
@@ -244,7 +263,7 @@ class Assembler:
                      else self.reference_objects(plan.of(dep), code))
         tests_dir, hidden = self.test_dirs(sp.stage.name)
         dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
-        return (self.builder.test_objects(tests_dir, variant, dirs, hidden) +
+        return (self.builder.test_objects(tests_dir, variant, dirs, hidden if with_hidden else ()) +
                 [c.obj for c in self.student_objects(plan, sp, code)] + objs + self.builder.common_objects(variant))
 
     def system_libs(self, plan, sp):

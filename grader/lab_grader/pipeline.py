@@ -205,9 +205,27 @@ class Pipeline:
 
     def _lane_run(self, sp, lane, tests, run_dir):
         """One run of a lane: run and judge, calibrate timeouts, apply the
-        lane's checker."""
+        lane's checker. With an instructor's hidden tests, the public tests
+        run in a binary without them and the hidden ones in a run of their
+        own (run_dir + "-hidden"): nothing of a hidden test, not its name on the
+        runner's command line, is in a process whose results the student
+        sees. (A sibling folder, not one inside run_dir: the public run's
+        own files come back into run_dir.)"""
         b = self.builds[sp.stage.name].result()
-        inv = self.runner.invocation(lane, b.binaries[lane.variant], tests, run_dir)
+        public = b.public_binaries.get(lane.variant)
+        if public is None:
+            return self._one_run(sp, lane, b, b.binaries[lane.variant], tests, run_dir)
+        shown = set(sp.public)
+        outs = {}
+        for binary, part, where in ((public, [t for t in tests if t in shown], run_dir),
+                                    (b.binaries[lane.variant], [t for t in tests if t not in shown],
+                                     run_dir.with_name(run_dir.name + "-hidden"))):
+            if part:
+                outs.update(self._one_run(sp, lane, b, binary, part, where))
+        return outs
+
+    def _one_run(self, sp, lane, b, binary, tests, run_dir):
+        inv = self.runner.invocation(lane, binary, tests, run_dir)
         outs, result = self.runner.run(inv, sp.hang_hints, lane.exclusive)
         rerun = functools.partial(self.runner.rerun, inv)   # calibrate's second runs, in this lane
         calibrate.calibrate(outs, rerun, b.reference.get(lane.variant), set(sp.public),

@@ -522,3 +522,37 @@ def test_not_root_the_checkout_is_read_only(tmp_path, caps):
         assert p.returncode == 0 and "NOT TRUSTED" not in out and "Total: 1/1" in out, out[-3000:]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_public_tests_process_holds_nothing_of_the_hidden_ones(tmp_path):
+    """With an instructor's hidden tests, the public tests run in a binary
+    without them (assemble.StageBuild.public_binaries, pipeline._lane_run):
+    code under test that searched its own executable for a hidden test's
+    name, to pass its strings out through a visible test's numbers, finds
+    nothing there. The tree aborts where it finds the name (which it holds
+    with each byte's low bit flipped, not to find itself): the visible item
+    passes, the hidden one (whose run has the name) fails."""
+    hidden = ROOT / "grader" / "selftest" / "data" / "hidden"
+    tree = hostile_tree(tmp_path, '    int exe = open("/proc/self/exe", O_RDONLY);\n'
+                                  '    static char seen[65536 + 16];\n'
+                                  '    size_t have = 0;\n'
+                                  '    ssize_t got;\n'
+                                  '    while (exe >= 0 && (got = read(exe, seen + have, 65536)) > 0) {\n'
+                                  '        size_t len = have + (size_t)got;\n'
+                                  '        for (size_t i = 0; i + 12 <= len; i++) {\n'
+                                  '            size_t k = 0;\n'
+                                  '            while (k < 12 && (seen[i + k] ^ 1) == "uisdd^v`jdsr"[k])\n'
+                                  '                k++;\n'
+                                  '            if (k == 12)\n'
+                                  '                abort();\n'
+                                  '        }\n'
+                                  '        memmove(seen, seen + len - 11, 11);\n'
+                                  '        have = 11;\n'
+                                  '    }\n'
+                                  '    if (exe >= 0)\n'
+                                  '        close(exe);\n',
+                        includes=("fcntl.h", "stdlib.h", "string.h", "unistd.h"))
+    g = grade(tmp_path, tree, stage="01-signal", items=[ITEM, "hidden-latest-waker-thrice"],
+              extra=[f"HIDDEN={hidden}"], timeout=300)
+    assert g.item(f"01-signal/{ITEM}")["score"] == 1, g.output[-3000:]
+    assert g.item("01-signal/hidden-latest-waker-thrice")["score"] == 0, g.output[-3000:]
