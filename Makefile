@@ -29,7 +29,8 @@
 #   make test                        the project's own tests
 #   make checkpoints                 grade every chapter checkpoint on a tree with only its steps written (part of test; ~25 s alone)
 #   make labs                        regenerate labs/ from solutions/
-#   make quotes                      rewrite the code the docs quote from its marked source (make test checks it)
+#   make quotes                      rewrite the code the docs quote from its marked source, and each chapter's
+#                                    "How the grader checks this stage" from its rubric (make test checks both)
 #   make handout                     the student handout, in build/handout
 #   make autograder [STAGE=n] [HIDDEN=dir]  a Gradescope autograder zip for one assignment (build/autograder*.zip)
 #   make docs                        the textbook as a website, in build/site (make docs-serve: on localhost:8000)
@@ -169,9 +170,11 @@ labs-check:
 
 quotes:
 	@python3 $(ROOT)/grader/authoring/quotes.py --write
+	@python3 $(ROOT)/grader/authoring/checks.py --write
 
 quotes-check:
 	@python3 $(ROOT)/grader/authoring/quotes.py --check
+	@python3 $(ROOT)/grader/authoring/checks.py --check
 
 handout: deps labs-check
 	@$(PY) $(ROOT)/grader/course/handout.py

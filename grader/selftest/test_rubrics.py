@@ -160,3 +160,18 @@ def test_hang_hints_fit_their_tests(stage):
         if not any(FUTURE_WORDS.search(texts[t]) for t in tests):
             wrong.append(f"{item.id}: {item.hang!r}")
     assert not wrong, f"hang hints that speak of futures for tests with none: {wrong}"
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_checks_section_is_the_rubric_rendered(stage):
+    """A chapter's "How the grader checks this stage" is its rubric and its
+    tests rendered (grader/authoring/checks.py): an item added, moved to
+    another lane or given other tests changes it, and the chapter must follow."""
+    sys.path.insert(0, str(GRADER / "authoring"))
+    import checks
+    text = (ROOT / stage.chapter).read_text()
+    assert checks.HEADING in text, f"{stage.chapter} has no '{checks.HEADING}' section"
+    got = checks.block(text)
+    assert got is not None, f"{stage.chapter} has no {checks.BEGIN} ... {checks.END} block"
+    assert got == checks.render(stage), (f"{stage.chapter}'s '{checks.HEADING}' is not its rubric rendered: "
+                                         "python3 grader/authoring/checks.py --write")
