@@ -46,7 +46,7 @@ class Assembler:
         self.hidden = pathlib.Path(hidden) if hidden else None
         self.builder = build.Builder(self.root, build_dir)
         self.shared = pathlib.Path(build_dir) / "reference-bin"
-        gate.NM_KEPT = pathlib.Path(build_dir) / "nm"   # what nm said of each object, for the next grading
+        self.nm_kept = pathlib.Path(build_dir) / "nm"   # what nm said of each object, for the next grading
         self.work = pathlib.Path(work)
         self.werror = werror
         self.src = self.work / "src"   # the student's stages as taken in (intake.py)
@@ -115,7 +115,7 @@ class Assembler:
             if variant == "tsan":
                 gate.check_lanes_agree(source.name, plain_obj.with_suffix(".i").read_text(errors="replace"), pre,
                                        self._handout_difference(sp, source.name, dirs))
-            gate.check_object(obj, source.name, allow, variant)
+            gate.check_object(obj, source.name, allow, variant, kept_dir=self.nm_kept)
         except OSError as e:
             raise build.BuildError(f"{source.name}: the compiler's output could not be read ({e})", "",
                                    kind="refused") from None
@@ -146,7 +146,7 @@ class Assembler:
             if name not in self._allowed:
                 ref = self.reference_objects(sp, "plain")
                 earlier = [o for n in sp.closure for o in self.reference_objects(plan.of(n), "plain")]
-                self._allowed[name] = gate.allowed(ref, earlier, self.builder.api_objects())
+                self._allowed[name] = gate.allowed(ref, earlier, self.builder.api_objects(), kept_dir=self.nm_kept)
             return self._allowed[name]
 
     def reference_objects(self, sp, variant):

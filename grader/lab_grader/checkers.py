@@ -71,10 +71,13 @@ def symbolize(report, binary):
             continue
         func, where = loc[0]   # the innermost of the inlined frames: where the access is
         where = where.split(" (discriminator")[0]
+        if not re.match(r"[^:?]+:\d+", where):
+            # no file and line: the TSan runtime's own code (linked in, build.LINK)
+            where = f"(inside {func})" if m.re is SUMMARY_IN else ""
         if m.re is SUMMARY_IN:
             out[i] = f"{m.group('lead')}{where}{m.group('tail')}"
         else:
-            out[i] = f"{m.group('lead')}{func} {where} ({m.group('module')}+0x{off:x})"
+            out[i] = f"{m.group('lead')}{func} {where} ({m.group('module')}+0x{off:x})".replace("  (", " (")
     return out
 
 
@@ -97,6 +100,11 @@ def shorten_report(lines, limit=24):
     return keep
 
 
+def memory_leak(report):
+    """A Valgrind block about memory never freed, not about a bad access."""
+    return bool(report) and re.search(r"bytes in [\d,]+ blocks are (definitely|indirectly) lost", report[0]) is not None
+
+
 def thread_leak(report):
     """A ThreadSanitizer report that a thread was never joined: what a test
     that gave up on a stalled thread leaves behind."""
@@ -107,14 +115,21 @@ def attach(outs, result, by_pid, overrides, verdict, message, shown, limit):
     """Turns a test's outcome into `verdict` when a checker reported problems
     for one of the test's processes (their pids are in the test's records)
     and the outcome is one of `overrides`. A test that failed by itself and
-    whose only reports are thread leaks keeps its own failure: the thread it
-    left is the stall it reports, not a second problem."""
+    whose only reports are thread leaks, or blocks never freed, keeps its
+    own failure: the thread it left, the memory a test that stopped
+    part-way never got to free, are that failure's doing, not a second
+    problem (Valgrind's "definitely lost" used to stand in the report where
+    the failed check should have)."""
     for t, o in outs.items():
         pids = [r.pid for r in result.records.get(t, [])]
         found = [rep for p in pids for rep in by_pid.get(p, [])]
         if found and o.verdict != Verdict.PASS and all(thread_leak(rep) for rep in found):
             o.details.append("(ThreadSanitizer also saw the test leave a thread behind when it gave up: the same "
                              "failure, not a data race)")
+            continue
+        if found and o.verdict != Verdict.PASS and all(memory_leak(rep) for rep in found):
+            o.details.append(f"(Valgrind also found {len(found)} leak report(s): memory the test never got to free "
+                             "once it stopped; the failure above comes first)")
             continue
         if found and o.verdict in overrides:
             o.verdict = verdict

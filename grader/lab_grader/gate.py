@@ -332,14 +332,14 @@ def check_preprocessed(text, student_files):
 
 _NM = {}                     # (object, its size and mtime, flags) -> its symbols: a grading of stage 07
 _NM_LOCK = threading.Lock()  # reads the same reference objects for every stage of its closure (protects _NM)
-NM_KEPT = None               # a directory of the build (set by the assembler) where _nm keeps what it read
 
 
-def _nm(obj, *flags):
-    """{symbol: type} as nm -P prints them; kept in memory and in NM_KEPT
-    (never beside the object: the shipped reference objects are grader files
-    the integrity check fingerprints), keyed by the object's path, size and
-    mtime, so the mutants of a later stage read each reference object once."""
+def _nm(obj, *flags, kept_dir=None):
+    """{symbol: type} as nm -P prints them; kept in memory and in kept_dir
+    (a directory of the build the assembler names; never beside the object:
+    the shipped reference objects are grader files the integrity check
+    fingerprints), keyed by the object's path, size and mtime, so the
+    mutants of a later stage read each reference object once."""
     obj = pathlib.Path(obj)
     st = obj.stat()
     stamp = [st.st_size, st.st_mtime_ns]
@@ -347,8 +347,8 @@ def _nm(obj, *flags):
     with _NM_LOCK:
         if key in _NM:
             return dict(_NM[key])
-    kept = (pathlib.Path(NM_KEPT) / (hashlib.sha256(repr(key).encode()).hexdigest()[:24] + ".json")
-            if NM_KEPT else None)
+    kept = (pathlib.Path(kept_dir) / (hashlib.sha256(repr(key).encode()).hexdigest()[:24] + ".json")
+            if kept_dir else None)
     syms = None
     try:
         data = json.loads(kept.read_text()) if kept else {}
@@ -376,17 +376,17 @@ def _nm(obj, *flags):
     return dict(syms)
 
 
-def defined_globals(objs):
+def defined_globals(objs, kept_dir=None):
     out = set()
     for o in objs:
-        out |= {s for s, t in _nm(o, "--defined-only").items() if t.isupper()}
+        out |= {s for s, t in _nm(o, "--defined-only", kept_dir=kept_dir).items() if t.isupper()}
     return out
 
 
-def undefined(objs):
+def undefined(objs, kept_dir=None):
     out = set()
     for o in objs:
-        out |= set(_nm(o, "--undefined-only"))
+        out |= set(_nm(o, "--undefined-only", kept_dir=kept_dir))
     return out
 
 
@@ -402,14 +402,15 @@ class Allowed:
         return h.hexdigest()[:12]
 
 
-def allowed(reference_objs, earlier_objs, common_objs):
-    api = defined_globals(reference_objs)
-    uses = ALWAYS | undefined(reference_objs) | api | defined_globals(earlier_objs) | defined_globals(common_objs)
+def allowed(reference_objs, earlier_objs, common_objs, kept_dir=None):
+    api = defined_globals(reference_objs, kept_dir)
+    uses = (ALWAYS | undefined(reference_objs, kept_dir) | api | defined_globals(earlier_objs, kept_dir) |
+            defined_globals(common_objs, kept_dir))
     return Allowed(api, uses)
 
 
-def check_object(obj, source_name, allow, variant="plain"):
-    for sym, kind in sorted(_nm(obj, "--defined-only").items()):
+def check_object(obj, source_name, allow, variant="plain", kept_dir=None):
+    for sym, kind in sorted(_nm(obj, "--defined-only", kept_dir=kept_dir).items()):
         if kind in ("i", "u"):
             raise Refused(f"{source_name} defines `{sym}` as an {'ifunc' if kind == 'i' else 'unique'} symbol: its "
                           "resolver would run before any test")
@@ -418,7 +419,7 @@ def check_object(obj, source_name, allow, variant="plain"):
         if NEVER_DEFINED.match(sym) or sym not in allow.defines:
             raise Refused(f"{source_name} defines `{sym}`, which is not a function of this stage's API: make a "
                           "helper of your own static; the grader's, Criterion's and the allocator's names are theirs")
-    for sym in sorted(_nm(obj, "--undefined-only")):
+    for sym in sorted(_nm(obj, "--undefined-only", kept_dir=kept_dir)):
         if (sym in allow.uses or ATOMIC_LIBCALL.match(sym) or not CHECK_CALLS) and not (
                 sym.startswith("lab_") and sym != "lab_todo"):
             continue

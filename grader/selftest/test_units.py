@@ -193,24 +193,44 @@ def test_valgrind_blocks():
     assert "definitely lost" in blocks[1][0] and "g (b.c:9)" in blocks[1][2]
 
 
+def _checked(message, by_pid, verdict):
+    """Outcomes a (failed with message, pid 7), b (passed, pid 8) and c
+    (failed, pid 9) after a checker's reports by_pid turned them into verdict."""
+    import types
+    from lab_grader.outcomes import Outcome, Verdict
+    recs = {t: [types.SimpleNamespace(pid=p)] for t, p in (("a", "7"), ("b", "8"), ("c", "9"))}
+    outs = {"a": Outcome(test="a", verdict=Verdict.FAIL, message=message),
+            "b": Outcome(test="b", verdict=Verdict.PASS),
+            "c": Outcome(test="c", verdict=Verdict.FAIL, message="x")}
+    checkers.attach(outs, types.SimpleNamespace(records=recs), by_pid, (Verdict.PASS, Verdict.FAIL), verdict,
+                    "checker: {n}", 3, 24)
+    return outs
+
+
 def test_a_thread_leak_of_a_failed_test_is_not_a_race():
     """A test that gave up on a stalled thread keeps its own failure when
     ThreadSanitizer's only report is the thread it left; a passing test with
     a leak, or a failing one with a real race, is still a race."""
-    import types
-    from lab_grader.outcomes import Outcome, Verdict
+    from lab_grader.outcomes import Verdict
     leak = ["WARNING: ThreadSanitizer: thread leak (pid=7)", "  Thread T1 (tid=8, finished) created by main thread at:"]
     race = ["WARNING: ThreadSanitizer: data race (pid=9)", "  Write of size 4 at 0x1 by thread T1:"]
-    recs = {t: [types.SimpleNamespace(pid=p)] for t, p in (("a", "7"), ("b", "8"), ("c", "9"))}
-    result = types.SimpleNamespace(records=recs)
-    outs = {"a": Outcome(test="a", verdict=Verdict.FAIL, message="lost wakeup at iteration 3"),
-            "b": Outcome(test="b", verdict=Verdict.PASS),
-            "c": Outcome(test="c", verdict=Verdict.FAIL, message="x")}
-    by_pid = {"7": [leak], "8": [leak], "9": [leak, race]}
-    checkers.attach(outs, result, by_pid, (Verdict.PASS, Verdict.FAIL), Verdict.RACE, "TSan: {n}", 2, 10)
+    outs = _checked("lost wakeup at iteration 3", {"7": [leak], "8": [leak], "9": [leak, race]}, Verdict.RACE)
     assert outs["a"].verdict == Verdict.FAIL and outs["a"].message == "lost wakeup at iteration 3"
     assert "not a data race" in outs["a"].details[-1]
     assert outs["b"].verdict == Verdict.RACE and outs["c"].verdict == Verdict.RACE
+
+
+def test_a_leak_of_a_failed_test_does_not_hide_its_failure():
+    """A test whose check failed part-way leaves memory it never freed:
+    Valgrind's leak reports are that failure's doing, and the report keeps
+    the failed check; a bad access beside it, or a leak of a passing test,
+    is still a memory error."""
+    from lab_grader.outcomes import Verdict
+    bad, leak = checkers.valgrind_errors(VG)
+    outs = _checked("drop_value was called 0 times", {"7": [leak], "8": [leak], "9": [leak, bad]}, Verdict.MEMORY)
+    assert outs["a"].verdict == Verdict.FAIL and outs["a"].message == "drop_value was called 0 times"
+    assert "the failure above comes first" in outs["a"].details[-1]
+    assert outs["b"].verdict == Verdict.MEMORY and outs["c"].verdict == Verdict.MEMORY
 
 
 # ---- rubric validation ---------------------------------------------------------------
