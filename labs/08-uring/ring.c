@@ -45,6 +45,24 @@ enum { OP_FREE = 0, OP_LIVE, OP_ORPHAN };
 #define UD_CANCEL UINT64_C(2)  /* an async cancel: its own CQE says nothing we need */
 #define REAP_BATCH 8u          /* CQEs copied out per peek */
 
+/* quote: pbuf */
+/* A multishot receive's provided buffers (ring.h contract 6). Buffer i is
+ * mem + i * size. Each is in exactly one place: in the kernel's ring
+ * (free for the kernel to fill), or held: named by a CQE, its bytes not
+ * all taken yet. */
+struct pbuf {
+    struct io_uring_buf_ring *br;  /* the ring the kernel takes buffers from (page-aligned) */
+    char *mem;
+    unsigned count;        /* buffers, a power of two */
+    unsigned size;         /* bytes each */
+    uint16_t bgid;         /* the group id the SQE names (the slot's index) */
+    uint16_t *held;        /* ids of the held buffers, in order of arrival (a FIFO of count) */
+    unsigned nheld, held_head;
+    size_t head_off;       /* bytes of the first held buffer already copied out */
+    bool starved;          /* ended by the kernel, to be submitted again when a buffer is back */
+};
+/* end quote: pbuf */
+
 /* quote: op */
 struct op {
     uint32_t gen;          /* bumped when the slot is freed: old ids go stale */
@@ -58,6 +76,7 @@ struct op {
     unsigned nres, res_head, res_cap;
     struct waker waker;    /* the latest poller's; none for an orphan */
     uint32_t next_free;
+    struct pbuf *pb;       /* RING_RECV_MULTI's provided buffers, else NULL */
 };
 /* end quote: op */
 
@@ -68,6 +87,7 @@ struct ring {
     uint32_t free_head;    /* a free list through next_free; max_ops: none */
     unsigned ops_live, orphans;  /* slots in use (orphans included), orphans */
     uint64_t sqes, cancels;      /* SQEs queued for operations, cancels queued */
+    unsigned bufs_held;          /* provided buffers held, every operation's */
     int todo_your_fields_here; /* TODO: the eventfd and the 8 bytes its read fills; the state word; the enter and unpark counters of ring_test_stats (docs/08-uring.md#the-ring-driver) */
 };
 
@@ -88,6 +108,7 @@ static ring_op_id id_of(struct ring *r, struct op *o)
  * slab and the counters above are plain fields, and no lock is needed. */
 static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t flags);
 static inline void prep_wake_read(struct ring *r);
+static inline void prep_op(struct ring *r, struct op *o, size_t off, size_t len);
 
 /* quote: get-sqe */
 /* A free SQE: the queue is never too full to take one (contract 3). */
@@ -130,6 +151,22 @@ static inline void prep_op(struct ring *r, struct op *o, size_t off, size_t len)
 }
 /* end quote: prep-op */
 
+/* The provided buffers, unregistered and freed (not a student's: the
+ * registration's mirror, in ring_recv_multi_start). */
+static void pbuf_free(struct ring *r, struct pbuf *pb)
+{
+    if (!pb)
+        return;
+    /* nothing of this group is submitted any more (the operation has had its
+     * last CQE): the kernel lets go of the ring */
+    io_uring_unregister_buf_ring(&r->ring, pb->bgid);
+    r->bufs_held -= pb->nheld;
+    free(pb->br);
+    free(pb->mem);
+    free(pb->held);
+    free(pb);
+}
+
 /* quote: free-op */
 static inline void free_op(struct ring *r, struct op *o)
 {
@@ -138,6 +175,29 @@ static inline void free_op(struct ring *r, struct op *o)
     LAB_TODO("the slot back on the free list, its id stale, everything it owns freed, the descriptors it holds closed (docs/08-uring.md#the-slab)");
 }
 /* end quote: free-op */
+
+/* quote: give-back */
+/* Buffer bid back into the kernel's ring (contract 6): from here on the
+ * kernel may fill it at any moment. */
+static inline void give_back(struct pbuf *pb, uint16_t bid)
+{
+    (void)pb;
+    (void)bid;
+    LAB_TODO("ring.h contract 6: an entry at the ring's tail naming the buffer's address, size and id, then the tail moved so that the kernel sees it (docs/08-uring.md#provided-buffers)");
+}
+/* end quote: give-back */
+
+/* quote: dispatch-recv */
+/* One CQE of a multishot receive (contracts 2 and 6). */
+static inline void dispatch_recv(struct ring *r, struct op *o, int32_t res, uint32_t flags)
+{
+    (void)r;
+    (void)o;
+    (void)res;
+    (void)flags;
+    LAB_TODO("ring.h contracts 2 and 6: is the receive still the kernel's? Whose is the buffer the CQE names, until when, and what if the kernel stopped the receive (-ENOBUFS) while the stream goes on? (docs/08-uring.md#provided-buffers)");
+}
+/* end quote: dispatch-recv */
 
 /* quote: dispatch */
 /* One CQE, copied out of the ring. */
@@ -216,16 +276,88 @@ void *ring_op_buffer(struct ring *r, ring_op_id id)
 bool ring_op_done(struct ring *r, ring_op_id id)
 {
     struct op *o = lookup(r, id);
-    return !o || (!o->in_flight && o->nres == 0);
+    return !o || (!o->in_flight && o->nres == 0 && !(o->pb && o->pb->starved));
 }
 
 void ring_op_resubmit(struct ring *r, ring_op_id id, size_t off, size_t len)
 {
     struct op *o = lookup(r, id);
-    if (!o || o->in_flight || o->nres || o->kind == RING_ACCEPT_MULTI || off + len > o->len)
+    if (!o || o->in_flight || o->nres || o->kind == RING_ACCEPT_MULTI || o->kind == RING_RECV_MULTI ||
+        off + len > o->len)
         abort(); /* the caller's bug */
     prep_op(r, o, off, len);
 }
+
+int ring_recv_multi_start(struct ring *r, int fd, unsigned nbufs, size_t buf_size, ring_op_id *id)
+{
+    if (nbufs == 0 || nbufs > 32768 || (nbufs & (nbufs - 1)) || buf_size == 0 || buf_size > UINT32_MAX)
+        return -EINVAL;
+    if (r->free_head == r->max_ops)
+        return -ENOMEM;
+    struct pbuf *pb = calloc(1, sizeof *pb);
+    if (!pb)
+        return -ENOMEM;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t ring_bytes = nbufs * sizeof(struct io_uring_buf);
+    void *br = NULL;
+    /* the buffer ring must be page-aligned (io_uring_register_buf_ring(3)) */
+    if (posix_memalign(&br, page > 0 ? (size_t)page : 4096, ring_bytes) != 0)
+        br = NULL;
+    pb->br = br;
+    /* calloc: Valgrind does not see the kernel fill a buffer (#freeing-the-ring) */
+    pb->mem = calloc(nbufs, buf_size);
+    pb->held = calloc(nbufs, sizeof *pb->held);
+    if (!pb->br || !pb->mem || !pb->held) {
+        free(pb->br);
+        free(pb->mem);
+        free(pb->held);
+        free(pb);
+        return -ENOMEM;
+    }
+    pb->count = nbufs;
+    pb->size = (unsigned)buf_size;
+    struct op *o = &r->ops[r->free_head];
+    pb->bgid = (uint16_t)(o - r->ops); /* one group per slot: max_ops is below 65536 */
+    io_uring_buf_ring_init(pb->br);
+    for (unsigned i = 0; i < nbufs; i++)
+        io_uring_buf_ring_add(pb->br, pb->mem + (size_t)i * buf_size, pb->size, (unsigned short)i,
+                              io_uring_buf_ring_mask(nbufs), (int)i);
+    io_uring_buf_ring_advance(pb->br, (int)nbufs); /* every buffer the kernel's */
+    struct io_uring_buf_reg reg = { .ring_addr = (uint64_t)(uintptr_t)pb->br, .ring_entries = nbufs, .bgid = pb->bgid };
+    int e = io_uring_register_buf_ring(&r->ring, &reg, 0); /* Linux 5.19 */
+    if (e < 0) {
+        free(pb->br);
+        free(pb->mem);
+        free(pb->held);
+        free(pb);
+        return e;
+    }
+    r->free_head = o->next_free;
+    o->state = OP_LIVE;
+    o->kind = RING_RECV_MULTI;
+    o->fd = fd;
+    o->pb = pb;
+    r->ops_live++;
+    prep_op(r, o, 0, 0);
+    *id = id_of(r, o);
+    return 0;
+}
+
+/* quote: recv-poll */
+enum poll ring_recv_poll(struct ring *r, ring_op_id id, struct context *cx, void *dst, size_t cap, int32_t *res)
+{
+    struct op *o = lookup(r, id);
+    if (!o || o->state != OP_LIVE || o->kind != RING_RECV_MULTI || cap == 0)
+        abort(); /* polled after drop, not a multishot receive, or nowhere to copy to: the caller's bug */
+    (void)r;
+    (void)id;
+    (void)cx;
+    (void)dst;
+    (void)cap;
+    (void)res;
+    LAB_TODO("ring.h contracts 5 and 6: a completion to hand out, or the latest waker; the bytes copied out of the buffer the CQE named, and when may that buffer go back to the kernel's ring (and the receive be submitted again)? (docs/08-uring.md#provided-buffers)");
+}
+/* end quote: recv-poll */
 
 /* quote: op-drop */
 void ring_op_drop(struct ring *r, ring_op_id id)

@@ -28,6 +28,9 @@ struct uring_listener {
 struct uring_stream {
     struct ring *r;
     int fd;
+    ring_op_id recv_op;     /* the multishot receive; 0 until the first uring_recv poll */
+    bool recv_ended;        /* its end came: recv_end is the answer from now on */
+    int32_t recv_end;       /* 0 (end of stream) or -errno */
 };
 
 int uring_listener_bind(struct ring *r, const char *ip, uint16_t port, struct uring_listener **out)
@@ -106,6 +109,9 @@ struct uring_stream *uring_stream_new(struct ring *r, int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* echo: no Nagle delay; fails harmlessly on AF_UNIX */
     s->r = r;
     s->fd = fd;
+    s->recv_op = 0;
+    s->recv_ended = false;
+    s->recv_end = 0;
     return s;
 }
 
@@ -113,6 +119,8 @@ void uring_stream_close(struct uring_stream *s)
 {
     if (!s)
         return;
+    if (s->recv_op)
+        ring_op_drop(s->r, s->recv_op); /* an orphan until its last CQE: its buffers are the kernel's till then */
     close(s->fd);
     free(s);
 }
@@ -169,7 +177,38 @@ static const struct future_vtable write_vt =
     FUTURE_VTABLE_INIT(struct uring_write, sizeof(ssize_t), write_poll_erased, write_drop_erased);
 struct future uring_write_future(struct uring_write *wr) { return future_of(&write_vt, wr); }
 
+struct uring_recv uring_recv(struct uring_stream *s, void *dst, size_t len)
+{
+    return (struct uring_recv){ .s = s, .dst = dst, .len = len };
+}
+
+/* quote: uring-recv-poll */
+enum poll uring_recv_poll(struct uring_recv *rv, struct context *cx, ssize_t *out)
+{
+    (void)rv;
+    (void)cx;
+    (void)out;
+    LAB_TODO("uring_tcp.h contract 5, ring.h contracts 2 and 6: one multishot receive for the stream; when does it end, and what does every poll after the end say? (docs/08-uring.md#provided-buffers)");
+}
+/* end quote: uring-recv-poll */
+
+void uring_recv_drop(struct uring_recv *rv)
+{
+    (void)rv; /* the multishot receive is the stream's: it keeps receiving */
+}
+
+static enum poll recv_poll_erased(void *self, struct context *cx, void *out) { return uring_recv_poll(self, cx, out); }
+static void recv_drop_erased(void *self) { uring_recv_drop(self); }
+static const struct future_vtable recv_vt =
+    FUTURE_VTABLE_INIT(struct uring_recv, sizeof(ssize_t), recv_poll_erased, recv_drop_erased);
+struct future uring_recv_future(struct uring_recv *rv) { return future_of(&recv_vt, rv); }
+
 ring_op_id uring_listener_test_op(struct uring_listener *l)
 {
     return l->accept_op;
+}
+
+ring_op_id uring_stream_test_recv_op(struct uring_stream *s)
+{
+    return s->recv_op;
 }

@@ -44,6 +44,24 @@ enum { OP_FREE = 0, OP_LIVE, OP_ORPHAN };
 #define UD_CANCEL UINT64_C(2)  /* an async cancel: its own CQE says nothing we need */
 #define REAP_BATCH 8u          /* CQEs copied out per peek */
 
+/* quote: pbuf */
+/* A multishot receive's provided buffers (ring.h contract 6). Buffer i is
+ * mem + i * size. Each is in exactly one place: in the kernel's ring
+ * (free for the kernel to fill), or held: named by a CQE, its bytes not
+ * all taken yet. */
+struct pbuf {
+    struct io_uring_buf_ring *br;  /* the ring the kernel takes buffers from (page-aligned) */
+    char *mem;
+    unsigned count;        /* buffers, a power of two */
+    unsigned size;         /* bytes each */
+    uint16_t bgid;         /* the group id the SQE names (the slot's index) */
+    uint16_t *held;        /* ids of the held buffers, in order of arrival (a FIFO of count) */
+    unsigned nheld, held_head;
+    size_t head_off;       /* bytes of the first held buffer already copied out */
+    bool starved;          /* ended by the kernel, to be submitted again when a buffer is back */
+};
+/* end quote: pbuf */
+
 /* quote: op */
 struct op {
     uint32_t gen;          /* bumped when the slot is freed: old ids go stale */
@@ -57,6 +75,7 @@ struct op {
     unsigned nres, res_head, res_cap;
     struct waker waker;    /* the latest poller's; none for an orphan */
     uint32_t next_free;
+    struct pbuf *pb;       /* RING_RECV_MULTI's provided buffers, else NULL */
 };
 /* end quote: op */
 
@@ -67,6 +86,7 @@ struct ring {
     uint32_t free_head;    /* a free list through next_free; max_ops: none */
     unsigned ops_live, orphans;  /* slots in use (orphans included), orphans */
     uint64_t sqes, cancels;      /* SQEs queued for operations, cancels queued */
+    unsigned bufs_held;          /* provided buffers held, every operation's */
     /* BEGIN STUDENT FIELDS: the eventfd and the 8 bytes its read fills; the state word; the enter and unpark counters of ring_test_stats (docs/08-uring.md#the-ring-driver) */
     int efd;
     uint64_t efd_val;      /* the kernel's while the wake read is submitted */
@@ -93,6 +113,7 @@ static ring_op_id id_of(struct ring *r, struct op *o)
  * slab and the counters above are plain fields, and no lock is needed. */
 static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t flags);
 static inline void prep_wake_read(struct ring *r);
+static inline void prep_op(struct ring *r, struct op *o, size_t off, size_t len);
 
 /* quote: get-sqe */
 /* A free SQE: the queue is never too full to take one (contract 3). */
@@ -155,6 +176,12 @@ static inline void prep_op(struct ring *r, struct op *o, size_t off, size_t len)
     case RING_SEND:
         io_uring_prep_send(sqe, o->fd, (char *)o->buf + off, len, MSG_NOSIGNAL);
         break;
+    case RING_RECV_MULTI:
+        /* no buffer and no length: the kernel picks a buffer of the group per completion */
+        io_uring_prep_recv_multishot(sqe, o->fd, NULL, 0, 0);
+        sqe->flags |= IOSQE_BUFFER_SELECT;
+        sqe->buf_group = o->pb->bgid;
+        break;
     default:
         io_uring_prep_multishot_accept(sqe, o->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         break;
@@ -165,6 +192,22 @@ static inline void prep_op(struct ring *r, struct op *o, size_t off, size_t len)
     /* END STUDENT */
 }
 /* end quote: prep-op */
+
+/* The provided buffers, unregistered and freed (not a student's: the
+ * registration's mirror, in ring_recv_multi_start). */
+static void pbuf_free(struct ring *r, struct pbuf *pb)
+{
+    if (!pb)
+        return;
+    /* nothing of this group is submitted any more (the operation has had its
+     * last CQE): the kernel lets go of the ring */
+    io_uring_unregister_buf_ring(&r->ring, pb->bgid);
+    r->bufs_held -= pb->nheld;
+    free(pb->br);
+    free(pb->mem);
+    free(pb->held);
+    free(pb);
+}
 
 /* quote: free-op */
 static inline void free_op(struct ring *r, struct op *o)
@@ -178,6 +221,7 @@ static inline void free_op(struct ring *r, struct op *o)
         }
     free(o->res);
     free(o->buf);
+    pbuf_free(r, o->pb);
     waker_drop(&o->waker);
     if (o->state == OP_ORPHAN)
         r->orphans--;
@@ -191,6 +235,65 @@ static inline void free_op(struct ring *r, struct op *o)
     /* END STUDENT */
 }
 /* end quote: free-op */
+
+/* quote: give-back */
+/* Buffer bid back into the kernel's ring (contract 6): from here on the
+ * kernel may fill it at any moment. */
+static inline void give_back(struct pbuf *pb, uint16_t bid)
+{
+    /* BEGIN STUDENT: ring.h contract 6: an entry at the ring's tail naming the buffer's address, size and id, then the tail moved so that the kernel sees it (docs/08-uring.md#provided-buffers) */
+    io_uring_buf_ring_add(pb->br, pb->mem + (size_t)bid * pb->size, pb->size, bid,
+                          io_uring_buf_ring_mask(pb->count), 0);
+    /* a release store of the tail (liburing.h): the entry is written before the kernel can see it */
+    io_uring_buf_ring_advance(pb->br, 1);
+    /* END STUDENT */
+}
+/* end quote: give-back */
+
+/* quote: dispatch-recv */
+/* One CQE of a multishot receive (contracts 2 and 6). */
+static inline void dispatch_recv(struct ring *r, struct op *o, int32_t res, uint32_t flags)
+{
+    /* BEGIN STUDENT: ring.h contracts 2 and 6: is the receive still the kernel's? Whose is the buffer the CQE names, until when, and what if the kernel stopped the receive (-ENOBUFS) while the stream goes on? (docs/08-uring.md#provided-buffers) */
+    struct pbuf *pb = o->pb;
+    bool more = flags & IORING_CQE_F_MORE;
+    if (!more)
+        o->in_flight = false;
+    if (o->state == OP_ORPHAN) {
+        if (!o->in_flight)
+            free_op(r, o); /* the last CQE: the buffers go with the slot */
+        return;
+    }
+    if (flags & IORING_CQE_F_BUFFER) {
+        uint16_t bid = (uint16_t)(flags >> IORING_CQE_BUFFER_SHIFT);
+        if (res > 0) {
+            /* ours now, and kept out of the kernel's ring until poll has
+             * copied every byte out */
+            pb->held[(pb->held_head + pb->nheld) % pb->count] = bid;
+            pb->nheld++;
+            r->bufs_held++;
+            push_res(o, res);
+            waker_wake(&o->waker);
+        } else {
+            give_back(pb, bid); /* nothing in it */
+        }
+    }
+    if (more)
+        return;
+    if (res > 0 || res == -ENOBUFS) {
+        /* the kernel stopped the receive, the stream did not end: again,
+         * as soon as the kernel has a buffer to fill */
+        if (pb->nheld < pb->count)
+            prep_op(r, o, 0, 0);
+        else
+            pb->starved = true; /* ring_recv_poll submits it when it gives one back */
+        return;
+    }
+    push_res(o, res); /* the end: 0 (end of stream) or an error */
+    waker_wake(&o->waker);
+    /* END STUDENT */
+}
+/* end quote: dispatch-recv */
 
 /* quote: dispatch */
 /* One CQE, copied out of the ring. */
@@ -206,6 +309,10 @@ static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t f
     struct op *o = lookup(r, ud);
     if (!o)
         return; /* a CQE for a slot freed since: its id is stale */
+    if (o->kind == RING_RECV_MULTI) {
+        dispatch_recv(r, o, res, flags);
+        return;
+    }
     if (!(flags & IORING_CQE_F_MORE))
         o->in_flight = false;
     if (o->state == OP_ORPHAN) {
@@ -316,16 +423,113 @@ void *ring_op_buffer(struct ring *r, ring_op_id id)
 bool ring_op_done(struct ring *r, ring_op_id id)
 {
     struct op *o = lookup(r, id);
-    return !o || (!o->in_flight && o->nres == 0);
+    return !o || (!o->in_flight && o->nres == 0 && !(o->pb && o->pb->starved));
 }
 
 void ring_op_resubmit(struct ring *r, ring_op_id id, size_t off, size_t len)
 {
     struct op *o = lookup(r, id);
-    if (!o || o->in_flight || o->nres || o->kind == RING_ACCEPT_MULTI || off + len > o->len)
+    if (!o || o->in_flight || o->nres || o->kind == RING_ACCEPT_MULTI || o->kind == RING_RECV_MULTI ||
+        off + len > o->len)
         abort(); /* the caller's bug */
     prep_op(r, o, off, len);
 }
+
+int ring_recv_multi_start(struct ring *r, int fd, unsigned nbufs, size_t buf_size, ring_op_id *id)
+{
+    if (nbufs == 0 || nbufs > 32768 || (nbufs & (nbufs - 1)) || buf_size == 0 || buf_size > UINT32_MAX)
+        return -EINVAL;
+    if (r->free_head == r->max_ops)
+        return -ENOMEM;
+    struct pbuf *pb = calloc(1, sizeof *pb);
+    if (!pb)
+        return -ENOMEM;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t ring_bytes = nbufs * sizeof(struct io_uring_buf);
+    void *br = NULL;
+    /* the buffer ring must be page-aligned (io_uring_register_buf_ring(3)) */
+    if (posix_memalign(&br, page > 0 ? (size_t)page : 4096, ring_bytes) != 0)
+        br = NULL;
+    pb->br = br;
+    /* calloc: Valgrind does not see the kernel fill a buffer (#freeing-the-ring) */
+    pb->mem = calloc(nbufs, buf_size);
+    pb->held = calloc(nbufs, sizeof *pb->held);
+    if (!pb->br || !pb->mem || !pb->held) {
+        free(pb->br);
+        free(pb->mem);
+        free(pb->held);
+        free(pb);
+        return -ENOMEM;
+    }
+    pb->count = nbufs;
+    pb->size = (unsigned)buf_size;
+    struct op *o = &r->ops[r->free_head];
+    pb->bgid = (uint16_t)(o - r->ops); /* one group per slot: max_ops is below 65536 */
+    io_uring_buf_ring_init(pb->br);
+    for (unsigned i = 0; i < nbufs; i++)
+        io_uring_buf_ring_add(pb->br, pb->mem + (size_t)i * buf_size, pb->size, (unsigned short)i,
+                              io_uring_buf_ring_mask(nbufs), (int)i);
+    io_uring_buf_ring_advance(pb->br, (int)nbufs); /* every buffer the kernel's */
+    struct io_uring_buf_reg reg = { .ring_addr = (uint64_t)(uintptr_t)pb->br, .ring_entries = nbufs, .bgid = pb->bgid };
+    int e = io_uring_register_buf_ring(&r->ring, &reg, 0); /* Linux 5.19 */
+    if (e < 0) {
+        free(pb->br);
+        free(pb->mem);
+        free(pb->held);
+        free(pb);
+        return e;
+    }
+    r->free_head = o->next_free;
+    o->state = OP_LIVE;
+    o->kind = RING_RECV_MULTI;
+    o->fd = fd;
+    o->pb = pb;
+    r->ops_live++;
+    prep_op(r, o, 0, 0);
+    *id = id_of(r, o);
+    return 0;
+}
+
+/* quote: recv-poll */
+enum poll ring_recv_poll(struct ring *r, ring_op_id id, struct context *cx, void *dst, size_t cap, int32_t *res)
+{
+    struct op *o = lookup(r, id);
+    if (!o || o->state != OP_LIVE || o->kind != RING_RECV_MULTI || cap == 0)
+        abort(); /* polled after drop, not a multishot receive, or nowhere to copy to: the caller's bug */
+    /* BEGIN STUDENT: ring.h contracts 5 and 6: a completion to hand out, or the latest waker; the bytes copied out of the buffer the CQE named, and when may that buffer go back to the kernel's ring (and the receive be submitted again)? (docs/08-uring.md#provided-buffers) */
+    if (o->nres == 0) {
+        waker_clone_from(&o->waker, cx->waker);
+        return POLL_PENDING;
+    }
+    int32_t head = o->res[o->res_head];
+    if (head > 0) {
+        struct pbuf *pb = o->pb;
+        uint16_t bid = pb->held[pb->held_head];
+        size_t left = (size_t)head - pb->head_off;
+        size_t n = cap < left ? cap : left;
+        memcpy(dst, pb->mem + (size_t)bid * pb->size + pb->head_off, n);
+        *res = (int32_t)n;
+        pb->head_off += n;
+        if (pb->head_off < (size_t)head)
+            return POLL_READY; /* the rest of this buffer is for the next poll: it stays ours */
+        pb->head_off = 0;
+        pb->held_head = (pb->held_head + 1) % pb->count;
+        pb->nheld--;
+        r->bufs_held--;
+        give_back(pb, bid); /* every byte is out: the kernel's again */
+        if (pb->starved) {
+            pb->starved = false;
+            prep_op(r, o, 0, 0);
+        }
+    } else {
+        *res = head;
+    }
+    o->res_head = (o->res_head + 1) % o->res_cap;
+    o->nres--;
+    return POLL_READY;
+    /* END STUDENT */
+}
+/* end quote: recv-poll */
 
 /* quote: op-drop */
 void ring_op_drop(struct ring *r, ring_op_id id)
@@ -493,6 +697,7 @@ struct ring_stats ring_test_stats(struct ring *r)
         .cancels = r->cancels,
         .enters = r->enters,
         .wake_writes = atomic_load_explicit(&r->wake_writes, memory_order_relaxed), /* a statistic */
+        .bufs_held = r->bufs_held,
     };
     /* END STUDENT */
 }

@@ -49,6 +49,16 @@
  *  5. The latest waker: polling an operation that has no completion to hand
  *     out makes the context's waker the one its next CQE wakes (replacing
  *     the one before); a CQE wakes it once.
+ *  6. Provided buffers (a multishot receive, RING_RECV_MULTI): the
+ *     operation owns a ring of provided buffers; the kernel picks one per
+ *     completion. A buffer in that ring is the kernel's until a CQE names
+ *     it (IORING_CQE_F_BUFFER, its id in the flags' upper 16 bits); its
+ *     bytes then stay in it until ring_recv_poll has copied every one of
+ *     them out, and only then does it go back to the ring. The receive
+ *     lives while its CQEs carry IORING_CQE_F_MORE (contract 2); when the
+ *     kernel ends it without reaching the end of the stream (-ENOBUFS: no
+ *     buffer left in the ring) it is submitted again once a buffer is back
+ *     in the ring: never handed out as an error, no byte lost.
  * Threads: everything but unpark on the thread that parks (the owner: a
  * stage 03 executor's thread); unpark from any thread. The ring holds no
  * lock: the slab and the ring's queues are the owner's alone.
@@ -80,7 +90,7 @@ struct driver ring_driver(struct ring *r);
 
 /* ---- operations (uring_tcp.c uses these) ---- */
 
-enum ring_op_kind { RING_RECV, RING_SEND, RING_ACCEPT_MULTI };
+enum ring_op_kind { RING_RECV, RING_SEND, RING_ACCEPT_MULTI, RING_RECV_MULTI };
 
 /* Starts an operation on fd: a free slot, a buffer of len bytes the
  * operation owns (for RING_SEND, a copy of data; RING_ACCEPT_MULTI has
@@ -104,6 +114,21 @@ void ring_op_resubmit(struct ring *r, ring_op_id id, size_t off, size_t len);
 /* Contract 1: freed at once, or an orphan until its last CQE. */
 void ring_op_drop(struct ring *r, ring_op_id id);
 
+/* ---- multishot receive with provided buffers (contract 6; Linux 6.0) ---- */
+
+/* Starts a multishot receive on fd with a ring of nbufs provided buffers
+ * (a power of two, at most 32768) of buf_size bytes each, registered with
+ * the ring (IORING_REGISTER_PBUF_RING) under a group id of the operation's
+ * own. 0 and *id, -EINVAL (nbufs not a power of two, or 0 buf_size),
+ * -ENOMEM, or the registration's -errno. */
+int ring_recv_multi_start(struct ring *r, int fd, unsigned nbufs, size_t buf_size, ring_op_id *id);
+/* Pending, with cx's waker registered (contract 5), until a completion is
+ * there to hand out; then Ready with *res: bytes (> 0) copied into dst
+ * (at most cap, cap > 0: the rest of that buffer waits for the next
+ * poll), 0 at end of stream, or -errno. In order of arrival. A buffer
+ * whose bytes were all copied out goes back to the ring here. */
+enum poll ring_recv_poll(struct ring *r, ring_op_id id, struct context *cx, void *dst, size_t cap, int32_t *res);
+
 /* ---- test hooks ---- */
 
 struct ring_stats {
@@ -113,6 +138,7 @@ struct ring_stats {
     uint64_t cancels;      /* IORING_OP_ASYNC_CANCEL SQEs queued */
     uint64_t enters;       /* parks that entered the kernel */
     uint64_t wake_writes;  /* eventfd writes made by unpark */
+    unsigned bufs_held;    /* provided buffers a CQE named and not given back yet, all operations */
 };
 struct ring_stats ring_test_stats(struct ring *r);
 

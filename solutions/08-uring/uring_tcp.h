@@ -4,6 +4,7 @@
  *   struct uring_accept a = uring_accept(l);            poll: a new stream
  *   struct uring_read rd = uring_read(s, buf, len);     poll: bytes read, 0 at end of stream
  *   struct uring_write wr = uring_write_all(s, buf, n); poll: n, once all are sent
+ *   struct uring_recv rv = uring_recv(s, buf, len);     poll: bytes, from the stream's multishot receive
  *
  * Stage 06's futures did the syscall themselves when the reactor said it
  * would not block. These start an operation on the ring (ring.h) and wait
@@ -28,6 +29,12 @@
  *     -ECONNRESET; writing to a closed peer -EPIPE or -ECONNRESET, never a
  *     SIGPIPE: MSG_NOSIGNAL). write_all sends the rest after a partial
  *     send until all len bytes are sent.
+ *  5. A stream keeps one multishot receive with provided buffers on the
+ *     ring from its first uring_recv's poll until it is closed or the
+ *     stream ends (ring.h contracts 2, 6): every uring_recv takes the
+ *     next bytes it received, in order; dropping a uring_recv leaves it
+ *     receiving. Closing the stream drops that operation. Use uring_read
+ *     or uring_recv on a stream, not both.
  * Ownership: streams and listeners are their owner's until closed (drop
  * their futures first); the ring is borrowed.
  */
@@ -92,9 +99,27 @@ enum poll uring_write_poll(struct uring_write *wr, struct context *cx, ssize_t *
 void uring_write_drop(struct uring_write *wr);
 struct future uring_write_future(struct uring_write *wr);
 
+/* Provided buffers of a stream's multishot receive. */
+#define URING_RECV_BUFS 8u
+#define URING_RECV_BUF_SIZE 4096u
+
+struct uring_recv {
+    struct uring_stream *s;
+    void *dst;           /* the caller's: written only by poll */
+    size_t len;          /* > 0 */
+};
+struct uring_recv uring_recv(struct uring_stream *s, void *dst, size_t len);
+/* Ready with bytes (> 0, at most len, copied to dst), 0 at end of stream
+ * (and at every poll after it), or -errno (contract 5). */
+enum poll uring_recv_poll(struct uring_recv *rv, struct context *cx, ssize_t *out);
+void uring_recv_drop(struct uring_recv *rv);
+struct future uring_recv_future(struct uring_recv *rv);
+
 /* ---- test hooks ---- */
 
 /* The listener's multishot accept operation (0 before the first poll). */
 ring_op_id uring_listener_test_op(struct uring_listener *l);
+/* The stream's multishot receive (0 before the first uring_recv poll and after the end). */
+ring_op_id uring_stream_test_recv_op(struct uring_stream *s);
 
 #endif

@@ -34,6 +34,8 @@
 /* Ends the test with lab_cannot_judge when io_uring_setup is refused here
  * (probed with liburing directly, before any of the stage's code runs). */
 void require_io_uring(void);
+/* require_io_uring, and cannot judge below Linux 6.0 (multishot receive). */
+void require_multishot_recv(void);
 /* require_io_uring, then ring_new(sq_entries, max_ops), asserted. */
 struct ring *ring_or_skip(unsigned sq_entries, unsigned max_ops);
 /* Asserts that no operation is left (orphans included), then frees. */

@@ -43,6 +43,21 @@ void require_io_uring(void)
                      "docs/instructors.md#io_uring-where-the-grader-runs says where it is", strerror(-e));
 }
 
+/* A multishot receive (IORING_RECV_MULTISHOT) came in Linux 6.0
+ * (io_uring_prep_recv(3), liburing 2.3: "Multishot variants are available
+ * since kernel 6.0"); provided-buffer rings (IORING_REGISTER_PBUF_RING) in
+ * 5.19 (io_uring_register_buf_ring(3)). Before 6.0 the reference's
+ * receive fails with -EINVAL: nothing can be judged. */
+void require_multishot_recv(void)
+{
+    struct utsname u;
+    int major = 0, minor = 0;
+    if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 && major < 6)
+        lab_cannot_judge("this kernel is Linux %d.%d; a multishot receive needs 6.0; "
+                         "docs/instructors.md#io_uring-where-the-grader-runs says where it runs", major, minor);
+    require_io_uring();
+}
+
 struct ring *ring_or_skip(unsigned sq_entries, unsigned max_ops)
 {
     require_io_uring();
