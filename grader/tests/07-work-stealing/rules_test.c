@@ -551,8 +551,8 @@ LAB_TEST(idle_rules, notify_reads_the_idle_word_past_a_store_buffer, 15)
         return;
     cr_assert(!st.sb.watched, "worker %d spawned a task (onto its own deque) while worker %d was on its way to "
               "sleep, with the push held in a (simulated) store buffer, as a real core holds a store until a "
-              "locked instruction or a fence drains it. The notify then read the idle word with nothing drained "
-              "before: a load, of whatever memory order, does not drain the buffer. It read \"not asleep\" (true "
+              "locked instruction or a fence drains it. The notify then read the idle word, and nothing it had "
+              "run since the push had drained that buffer. It read \"not asleep\" (true "
               "then); worker %d then announced that it sleeps, looked at every queue (the push still buffered, so "
               "not there) and %s, and the task did not run in 2 s while worker %d stayed in its poll. Both sides "
               "of the idle protocol write one word and then read another (the store-buffer shape): which kind of "
