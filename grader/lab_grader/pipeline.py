@@ -24,6 +24,7 @@ read from results the pipeline already has.
 import concurrent.futures
 import dataclasses
 import functools
+import hashlib
 import json
 import pathlib
 import secrets
@@ -118,7 +119,7 @@ class Pipeline:
             variants = self._variants
             graded = bool(sp.items and self._run_lanes) or build.DEBUG in variants
             b = self.assembler.build(self.plan, sp, deps, variants,
-                                     link_plain=lambda key: graded or not self._verdict_file(key).exists())
+                                     link_plain=lambda key: graded or not self._verdict_file(key, name).exists())
         except BaseException as e:  # noqa: BLE001 - whoever waits for the build sees it
             self.builds[name].set_exception(e)
             for lane in TOOL_LANES:
@@ -174,7 +175,7 @@ class Pipeline:
             return False, f"does not build ({b.error.first})"
         if b.notes:
             return False, "was itself graded with reference code"
-        cache = self._verdict_file(b.key)
+        cache = self._verdict_file(b.key, sp.stage.name)
         if cache.exists():
             data = json.loads(cache.read_text())
             return data["ok"], data["why"]
@@ -191,9 +192,15 @@ class Pipeline:
             cache.write_text(json.dumps({"ok": ok, "why": why}))
         return ok, why
 
-    def _verdict_file(self, key):
-        """Where _usable keeps its decision for the objects of digest key."""
-        return self.build_dir / "verdicts" / f"{key}.json"
+    def _verdict_file(self, key, stage):
+        """Where _usable keeps its decision for the objects of digest key,
+        judged against the stage's table of checks (sites.json): a passing
+        test whose record no longer matches a regenerated table fails, so a
+        new table judges again."""
+        expected = self.runner.expected.get(stage, {})
+        table = sorted((t, sorted(e.required), sorted(e.allowed)) for t, e in expected.items())
+        digest = hashlib.sha256(json.dumps(table).encode()).hexdigest()[:16]
+        return self.build_dir / "verdicts" / f"{key}-{digest}.json"
 
     def build_only(self, name, variant=build.DEBUG):
         """The stage's build, as a grading would link it, with the binary of

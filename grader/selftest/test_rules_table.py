@@ -6,19 +6,11 @@ docs/instructors.md carries the table as rendered from the file.
 python3 grader/selftest/test_rules_table.py --write refreshes the table in
 docs/instructors.md."""
 import fnmatch
-import pathlib
-import re
 import sys
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib
+from doc_tables import ROOT, check, tomllib, write as write_block
 
-HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 RULES = ROOT / "grader" / "rules.toml"
-DOC = ROOT / "docs" / "instructors.md"
 BEGIN, END = "<!-- rules table: grader/rules.toml -->", "<!-- end rules table -->"
 
 
@@ -37,17 +29,8 @@ def render(rules):
     return "\n".join(out) + "\n"
 
 
-def doc_block(text):
-    m = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), text, re.S)
-    return m.group(1) if m else None
-
-
 def write():
-    text = DOC.read_text()
-    assert doc_block(text) is not None, f"{DOC} has no {BEGIN} ... {END} block"
-    new = re.sub(re.escape(BEGIN) + r"\n.*?" + re.escape(END),
-                 lambda _: BEGIN + "\n" + render(load()) + END, text, flags=re.S)
-    DOC.write_text(new)
+    write_block(BEGIN, END, render(load()))
 
 
 def runs(item_tests, test):
@@ -93,10 +76,7 @@ def test_every_checked_stage_has_a_test_and_a_mutant():
 
 
 def test_instructors_md_shows_the_table():
-    got = doc_block(DOC.read_text())
-    assert got is not None, f"docs/instructors.md has no {BEGIN} ... {END} block"
-    assert got == render(load()), ("the rules table in docs/instructors.md is not grader/rules.toml rendered: "
-                                   "python3 grader/selftest/test_rules_table.py --write")
+    check(BEGIN, END, render(load()), "python3 grader/selftest/test_rules_table.py --write")
 
 
 if __name__ == "__main__":

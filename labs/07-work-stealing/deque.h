@@ -95,6 +95,9 @@ void deque_test_set_hook(struct deque *d, deque_test_hook_fn fn, void *arg);
  * the owner, not to thieves) until the next seq_cst fence or the next store,
  * as an x86 store buffer would keep them. Off: flushed. */
 void deque_test_delay_stores(struct deque *d, bool on);
+/* A bottom store is in the simulated store buffer right now (the owner's
+ * thread only, as the buffer is its own). */
+bool deque_test_buffered(struct deque *d);
 /* The raw indices (relaxed): for tests. */
 int64_t deque_test_top(struct deque *d);
 int64_t deque_test_bottom(struct deque *d);

@@ -277,9 +277,11 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
 {
     if (workers == 0 || workers > WS_MAX_WORKERS)
         return NULL;
-    struct ws_runtime *rt = calloc(1, sizeof *rt);
+    /* aligned: the idle word has a page of its own (runtime_given.h) */
+    struct ws_runtime *rt = aligned_alloc(_Alignof(struct ws_runtime), sizeof *rt);
     if (!rt)
         return NULL;
+    memset(rt, 0, sizeof *rt);
     size_t bytes = (sizeof(struct ws_worker) * workers + 63) / 64 * 64;
     rt->workers = aligned_alloc(64, bytes);
     if (!rt->workers) {
@@ -508,3 +510,7 @@ size_t ws_test_live_tasks(struct ws_runtime *rt)
     pthread_mutex_unlock(&rt->owned_lock);
     return n;
 }
+
+struct deque *ws_test_own_deque(void) { return current ? &current->deque : NULL; }
+
+void *ws_test_idle_page(struct ws_runtime *rt) { return (void *)&rt->idle_state; }

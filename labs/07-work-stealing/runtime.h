@@ -133,5 +133,14 @@ void ws_test_set_hook(struct ws_runtime *rt, ws_test_hook_fn fn, void *arg);
 unsigned ws_test_sleepers(struct ws_runtime *rt);
 /* Tasks spawned and not yet complete. */
 size_t ws_test_live_tasks(struct ws_runtime *rt);
+/* The calling worker's deque (for its simulated store buffer, deque.h's
+ * test hooks); NULL off a worker thread. */
+struct deque;
+struct deque *ws_test_own_deque(void);
+/* The page that holds the idle word and nothing else (WS_TEST_IDLE_PAGE
+ * bytes, aligned to them): a test watches every access to the word by
+ * protecting the page. */
+#define WS_TEST_IDLE_PAGE 4096
+void *ws_test_idle_page(struct ws_runtime *rt);
 
 #endif

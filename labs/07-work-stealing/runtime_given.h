@@ -66,8 +66,9 @@ struct ws_runtime {
     struct ws_worker *workers;        /* aligned array of nworkers */
     struct injector injector;
     /* the idle protocol (docs/07-work-stealing.md#the-idle-protocol) */
-    _Atomic uint64_t idle_state;      /* (unparked << 16) | searching; seq_cst RMWs */
-    pthread_mutex_t idle_lock;        /* protects sleepers, nsleepers, worker->sleeping */
+    /* alone on its page, so that a test sees every access to it (ws_test_idle_page) */
+    _Alignas(WS_TEST_IDLE_PAGE) _Atomic uint64_t idle_state; /* (unparked << 16) | searching; seq_cst RMWs */
+    _Alignas(WS_TEST_IDLE_PAGE) pthread_mutex_t idle_lock;   /* protects sleepers, nsleepers, worker->sleeping */
     unsigned sleepers[WS_MAX_WORKERS];
     unsigned nsleepers;
     _Atomic bool driver_busy;         /* a worker is inside the driver (only one may be) */

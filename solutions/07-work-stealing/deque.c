@@ -259,5 +259,7 @@ void deque_test_delay_stores(struct deque *d, bool on)
     d->test_delay = on;
 }
 
+bool deque_test_buffered(struct deque *d) { return d->delayed; }
+
 int64_t deque_test_top(struct deque *d) { return atomic_load_explicit(&d->top, memory_order_relaxed); }
 int64_t deque_test_bottom(struct deque *d) { return atomic_load_explicit(&d->bottom, memory_order_relaxed); }

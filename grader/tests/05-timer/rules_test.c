@@ -8,11 +8,11 @@
  * timer and for more timers than one batch holds.
  *
  * Unpark on an earlier deadline (time_driver.h contract 3): the owner parks
- * on a gate, an inner driver of the test's that records the timeout it was
- * given and stays parked until it is unparked. The owner sleeps until a
+ * on a clock that stands still (still_clock.h), an inner driver that
+ * records the timeout it was given and stays parked until it is unparked. The owner sleeps until a
  * later timer's deadline, or until its caller's timeout, or for ever; a
  * timer registered from the test's thread with an earlier deadline must
- * unpark the gate. The clock reads 1,000 s, not 0: a park-until kept as a
+ * unpark that clock. It reads 1,000 s, not 0: a park-until kept as a
  * time relative to now compares as earlier than every absolute deadline.
  */
 #define _GNU_SOURCE
@@ -23,6 +23,7 @@
 
 #include "explore.h"
 #include "stage05.h"
+#include "still_clock.h"
 
 LAB_SUITE(timer_rules, 10);
 
@@ -76,56 +77,9 @@ LAB_TEST(timer_rules, fire_wakes_outside_every_lock, 5)
 
 /* ---- unpark on an earlier deadline --------------------------------------------------- */
 
-/* An inner driver whose time is a number and whose park waits for an
- * unpark, however long its timeout (2 s of real time at most). */
-struct gate {
-    pthread_mutex_t m;
-    pthread_cond_t cv;
-    bool token, parked;
-    int64_t timeout;      /* the last park's */
-    unsigned parks, unparks;
-    _Atomic uint64_t now;
-};
-
-static bool gate_park(void *self, int64_t timeout_ns)
-{
-    struct gate *g = self;
-    pthread_mutex_lock(&g->m);
-    g->timeout = timeout_ns;
-    g->parks++;
-    g->parked = true;
-    pthread_cond_broadcast(&g->cv);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 2;
-    while (!g->token)
-        if (pthread_cond_timedwait(&g->cv, &g->m, &until) != 0)
-            break;
-    bool token = g->token;
-    g->token = false;
-    g->parked = false;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->m);
-    return token;
-}
-
-static void gate_unpark(void *self)
-{
-    struct gate *g = self;
-    pthread_mutex_lock(&g->m);
-    g->token = true;
-    g->unparks++;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->m);
-}
-
-static uint64_t gate_now(void *self)
-{
-    struct gate *g = self;
-    return atomic_load(&g->now);
-}
-
-static const struct driver_vtable gate_vtable = { .park = gate_park, .unpark = gate_unpark, .now = gate_now };
+/* The inner driver: a clock that stands still (still_clock.h) at
+ * ORIGIN_NS, whose park waits for an unpark, however long its timeout (2 s
+ * of real time at most). */
 
 struct owner {
     struct time_driver *td;
@@ -139,26 +93,12 @@ static void *owner_parks(void *arg)
     return NULL;
 }
 
-/* Waits (1 s at most) until the gate's parked flag is `parked`. */
-static bool gate_wait(struct gate *g, bool parked)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    pthread_mutex_lock(&g->m);
-    while (g->parked != parked)
-        if (pthread_cond_timedwait(&g->cv, &g->m, &until) != 0)
-            break;
-    bool ok = g->parked == parked;
-    pthread_mutex_unlock(&g->m);
-    return ok;
-}
-
 static void earlier_unparks(int64_t owner_timeout, uint64_t later_ns, const char *how)
 {
-    struct gate g = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-    atomic_init(&g.now, ORIGIN_NS);
-    struct time_driver *td = time_driver_new((struct driver){ .vtable = &gate_vtable, .self = &g });
+    struct still_clock *g = still_clock_new(ORIGIN_NS, 2000, NULL);
+    cr_assert_not_null(g, "out of memory");
+    struct driver inner = still_clock_driver(g);
+    struct time_driver *td = time_driver_new(inner);
     cr_assert_not_null(td, "time_driver_new returned NULL");
     struct counting_waker *cw = counting_waker_new("timer");
     struct waker w = counting_waker_get(cw);
@@ -171,34 +111,31 @@ static void earlier_unparks(int64_t owner_timeout, uint64_t later_ns, const char
     struct owner o = { .td = td, .timeout = owner_timeout };
     pthread_t th;
     pthread_create(&th, NULL, owner_parks, &o);
-    bool parked = gate_wait(&g, true);
+    bool parked = still_clock_wait_parked(g, -1, 1000) >= 0;
     if (parked) {
-        pthread_mutex_lock(&g.m);
-        unsigned before = g.unparks;
-        int64_t t = g.timeout;
-        pthread_mutex_unlock(&g.m);
+        struct still_counts before = still_clock_counts(g);
+        int64_t t = before.last_timeout;
         lab_note("%s: the owner parked the inner driver for %lld ns", how, (long long)t);
         cr_assert_not(time_timer_poll(td, &earlier, ORIGIN_NS + MS_NS, &w), "a timer 1 ms away fired at once");
-        bool back = gate_wait(&g, false);
-        pthread_mutex_lock(&g.m);
-        unsigned after = g.unparks;
-        pthread_mutex_unlock(&g.m);
+        bool back = still_clock_wait_unparked(g, 1000);
+        unsigned after = still_clock_counts(g).unparks;
         if (!back)
-            gate_unpark(&g); /* let the owner out before failing */
+            driver_unpark(inner); /* let the owner out before failing */
         pthread_join(th, NULL);
-        cr_assert(after > before && back, "%s (inner park %lld ns), another thread registered a timer 1 ms away, "
+        cr_assert(after > before.unparks && back, "%s (inner park %lld ns), another thread registered a timer 1 ms away, "
                   "earlier than the deadline the owner sleeps until, and the inner driver was not unparked: the "
                   "owner would sleep past it (time_driver.h contract 3: a timer whose deadline comes before the "
                   "one the parked thread sleeps until unparks the inner driver, whatever set that sleep: a timer, "
                   "the caller's timeout, or nothing). The next hint: make hint STAGE=5 ITEM=earlier-deadline-unparks", how, (long long)t);
     } else {
-        gate_unpark(&g);
+        driver_unpark(inner);
         pthread_join(th, NULL);
         cr_assert_fail("%s: the owner's park never reached the inner driver within 1 s", how);
     }
     time_timer_cancel(td, &earlier);
     time_timer_cancel(td, &later);
     time_driver_free(td);
+    still_clock_free(g);
     cr_assert_eq(counting_waker_counts(cw).live, 1, "a cancelled timer's waker was kept: %ld references live",
                  counting_waker_counts(cw).live);
     counting_waker_free(cw);

@@ -17,16 +17,24 @@
  * A wake reaches the sleeper (stage 02's rule, runtime.h contract 2): a task
  * pushed onto a worker's own deque while another worker is parked must wake
  * that worker, on a driver whose clock stands still so that no timeout can
- * do it instead.
+ * do it instead (still_clock.h).
+ *
+ * The notify reads the idle word past a store buffer (the idle protocol,
+ * runtime.h contract 2): a spawn inside a task while the other worker is on
+ * its way to sleep, the push held in a simulated store buffer, the pusher
+ * stopped right after its first access to the idle word (store_buffer.h):
+ * a load lets the worker sleep next to the task, an RMW or a fence does not.
  */
 #define _GNU_SOURCE
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
-#include <time.h>
 
 #include "stage07.h"
 #include "channel.h"
 #include "coop.h"
+#include "still_clock.h"
+#include "store_buffer.h"
 
 LAB_SUITE(chan_rules, 10);
 LAB_SUITE(mutex_rules, 10);
@@ -172,87 +180,12 @@ LAB_TEST(budget_rules, every_poll_starts_with_a_full_budget, 10)
 
 /* ---- a local push wakes an idle worker ------------------------------------------------ */
 
-/* A driver whose clock stands still (a virtual clock nobody advances): a
+/* The driver of the runtime: a clock that stands still (still_clock.h): a
  * park with a timeout ends only by an unpark, since its timeout is counted
- * on a clock that never moves; a zero-timeout park (the worker's look at the
- * timers every 61 ticks) returns at once. So a worker parked here cannot
- * find work by its watch's timeout: only a notify brings it back. Counts the
- * parks and unparks. */
-struct still_clock {
-    pthread_mutex_t lock; /* protects all below */
-    pthread_cond_t cond;  /* token given, or a worker parked (broadcast) */
-    bool token;
-    int parked;           /* the worker waiting in park, or -1 */
-    unsigned parks, unparks;
-};
-
-static bool still_park(void *self, int64_t timeout_ns)
-{
-    struct still_clock *c = self;
-    pthread_mutex_lock(&c->lock);
-    if (timeout_ns != 0) {
-        c->parks++;
-        c->parked = ws_current_worker();
-        pthread_cond_broadcast(&c->cond);
-        while (!c->token)
-            pthread_cond_wait(&c->cond, &c->lock);
-        c->parked = -1;
-    }
-    bool woken = c->token;
-    c->token = false;
-    pthread_mutex_unlock(&c->lock);
-    return woken;
-}
-
-static void still_unpark(void *self)
-{
-    struct still_clock *c = self;
-    pthread_mutex_lock(&c->lock);
-    c->token = true;
-    c->unparks++;
-    pthread_cond_broadcast(&c->cond);
-    pthread_mutex_unlock(&c->lock);
-}
-
-static uint64_t still_now(void *self)
-{
-    (void)self;
-    return UINT64_C(1000000000);
-}
-
-static const struct driver_vtable still_vt = { still_park, still_unpark, still_now };
-
-/* Waits until a worker other than `me` is parked in the driver with no
- * unpark pending; its index, or -1 after ms. */
-static int still_wait_other(struct still_clock *c, int me, unsigned ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&c->lock);
-    /* parked and no token given: an unparked worker that has not yet left
-     * park (still marked) does not count */
-    while (c->parked < 0 || c->parked == me || c->token)
-        if (pthread_cond_timedwait(&c->cond, &c->lock, &until) != 0)
-            break;
-    int who = c->parked >= 0 && c->parked != me && !c->token ? c->parked : -1;
-    pthread_mutex_unlock(&c->lock);
-    return who;
-}
-
-/* The counts, read together. */
-static void still_counts(struct still_clock *c, unsigned *parks, unsigned *unparks)
-{
-    pthread_mutex_lock(&c->lock);
-    *parks = c->parks;
-    *unparks = c->unparks;
-    pthread_mutex_unlock(&c->lock);
-}
+ * on a clock that never moves; a zero-timeout park (the worker's look at
+ * the timers every 61 ticks) returns at once. So a worker parked there
+ * cannot find work by its watch's timeout: only a notify brings it back.
+ * It knows who parked by ws_current_worker(). */
 
 enum local_push_how { PUSH_SPAWN, PUSH_WAKE };
 
@@ -317,12 +250,11 @@ static enum poll step_local_pusher(void *arg, struct context *cx, unsigned nth)
     (void)cx;
     (void)nth;
     struct local_push *lp = arg;
-    unsigned parks;
     lp->pusher = ws_current_worker();
-    lp->idle = still_wait_other(lp->clock, lp->pusher, RESCUE_MS);
+    lp->idle = still_clock_wait_parked(lp->clock, lp->pusher, RESCUE_MS);
     if (lp->idle < 0)
         return POLL_READY;
-    still_counts(lp->clock, &parks, &lp->unparks_before);
+    lp->unparks_before = still_clock_counts(lp->clock).unparks;
     if (lp->how == PUSH_SPAWN) {
         join_handle_drop(spawn_step(lp->rt, step_pushed, lp));
     } else {
@@ -330,9 +262,13 @@ static enum poll step_local_pusher(void *arg, struct context *cx, unsigned nth)
         slot_wake(&lp->woken[1]);
     }
     /* A notify unparks the sleeper from this thread, inside the push. */
-    still_counts(lp->clock, &lp->parks_at_push, &lp->unparks_at_push);
+    struct still_counts at_push = still_clock_counts(lp->clock);
     lp->ran_in_time = wait_until(pushed_ran, lp, SCALED_MS(2000));
-    still_counts(lp->clock, &lp->parks_after, &lp->unparks_after);
+    struct still_counts after = still_clock_counts(lp->clock);
+    lp->parks_at_push = at_push.parks;
+    lp->unparks_at_push = at_push.unparks;
+    lp->parks_after = after.parks;
+    lp->unparks_after = after.unparks;
     lp->ran_late = !lp->ran_in_time && pushed_ran(lp); /* just now: its park, if any, came after it */
     return POLL_READY;
 }
@@ -347,15 +283,14 @@ static void local_push_wakes(enum local_push_how how)
 {
     const char *what = how == PUSH_SPAWN ? "spawned a task (onto its own deque)"
                                          : "woke two waiting tasks (one to the LIFO slot, one to its own deque)";
-    struct still_clock clock = { .token = false, .parked = -1 };
-    pthread_mutex_init(&clock.lock, NULL);
-    pthread_cond_init(&clock.cond, NULL);
-    struct ws_runtime *rt = ws_runtime_new(2, (struct driver){ &still_vt, &clock });
+    struct still_clock *clock = still_clock_new(UINT64_C(1000000000), 0, ws_current_worker);
+    cr_assert_not_null(clock, "out of memory");
+    struct ws_runtime *rt = ws_runtime_new(2, still_clock_driver(clock));
     cr_assert_not_null(rt, "ws_runtime_new(2, driver) returned NULL");
     struct local_push lp;
     memset(&lp, 0, sizeof lp);
     lp.rt = rt;
-    lp.clock = &clock;
+    lp.clock = clock;
     lp.how = how;
     atomic_init(&lp.ran_on, -1);
     atomic_init(&lp.polled, 0);
@@ -370,8 +305,7 @@ static void local_push_wakes(enum local_push_how how)
     }
     bool done = join_within(spawn_step(rt, step_local_pusher, &lp), SCALED_MS(8000));
     cr_assert(done, "the pushing task never finished (it waits 2 s at the most for what it pushed)");
-    unsigned parks, unparks;
-    still_counts(&clock, &parks, &unparks);
+    unsigned parks = still_clock_counts(clock).parks;
     if (lp.idle < 0) {
         /* the other worker parks in the driver within milliseconds on a
          * free machine; one that parked there before and is not back
@@ -390,8 +324,7 @@ static void local_push_wakes(enum local_push_how how)
     ws_runtime_free(rt);
     slot_destroy(&lp.woken[0]);
     slot_destroy(&lp.woken[1]);
-    pthread_mutex_destroy(&clock.lock);
-    pthread_cond_destroy(&clock.cond);
+    still_clock_free(clock);
     if (lp.ran_in_time)
         return;
     /* What the push did is read inside it, on the pushing thread: it woke
@@ -423,4 +356,218 @@ LAB_TEST(idle_rules, local_push_wakes_an_idle_worker, 10)
 LAB_TEST(idle_rules, local_wake_wakes_an_idle_worker, 10)
 {
     local_push_wakes(PUSH_WAKE);
+}
+
+/* ---- a notify that reads the idle word while its push is in a store buffer ----------- */
+
+/* The idle protocol is the store-buffer shape (docs/07-work-stealing.md#the-
+ * idle-protocol): the pusher stores the task (its deque's bottom) and then
+ * reads the idle word; the worker going to sleep writes the word (its
+ * announcement) and then reads the queues. Each must see the other's write,
+ * so both reads need a full barrier before them: the worker's announcement
+ * is a read-modify-write, and so must be the notify's read (or a seq_cst
+ * fence before it). A load, of any order, passes the push still waiting in
+ * the pusher's store buffer: it reads "nobody sleeps" (true then), the
+ * worker announces, looks, does not see the task (still buffered) and
+ * parks. On real hardware that takes a window of a few nanoseconds; here it
+ * is forced, every run:
+ *
+ *   - the pusher's deque keeps its bottom store in a simulated store buffer
+ *     (deque_test_delay_stores, as the take-fence test does);
+ *   - the spawn runs under store_buffer.h's lab_sb_run: single-stepped, the
+ *     buffer drained right before any instruction that would drain a real
+ *     one (a locked RMW, xchg, mfence), and the pusher stopped right after
+ *     its first access to the idle word (alone on its page, which is
+ *     protected) made while the push is still buffered;
+ *   - the other worker, held at WS_TEST_BEFORE_PARK (it searched and found
+ *     nothing) until then, announces, looks again and parks, on a driver
+ *     whose clock stands still (only an unpark brings it back), while the
+ *     pusher stays stopped.
+ * A notify that read the word with an RMW drained the buffer first: the
+ * worker's second look finds the task. One that read it with a load woke
+ * nobody, and the worker sleeps next to the task until the pusher's long
+ * poll ends. The verdict is what ran: the task must run on the other worker
+ * while the pusher is still in its poll (2 s). */
+struct sb_push {
+    struct ws_runtime *rt;
+    struct still_clock *clock;
+    struct deque *d;          /* the pusher's deque */
+    atomic_int pusher;        /* the worker running the pushing task, -1 until known */
+    atomic_bool poke_ran;     /* the other worker ran the poke: it searches next, then comes to the hook */
+    atomic_int armed;         /* 1: hold the next worker but the pusher at WS_TEST_BEFORE_PARK */
+    int held;                 /* the worker held there */
+    struct gate reached, go;  /* held; let go */
+    bool setup;               /* the other worker was held before the push */
+    bool ran_setup;           /* lab_sb_run could run here */
+    struct lab_sb_result sb;
+    unsigned parks_at_let_go;
+    bool parked_in_hold;      /* the other worker parked while the pusher was stopped */
+    atomic_int ran_on;        /* the worker that ran the pushed task, -1 until it ran */
+    bool ran_in_time;
+    bool buffered_after;      /* the push was still in the buffer when the spawn returned */
+    struct join_handle *jh;   /* the pushed task's */
+};
+
+static void sb_hook(struct ws_runtime *rt, enum ws_test_point where, unsigned worker, void *arg)
+{
+    (void)rt;
+    struct sb_push *st = arg;
+    if (where != WS_TEST_BEFORE_PARK || !atomic_load(&st->poke_ran) || (int)worker == atomic_load(&st->pusher))
+        return;
+    int one = 1;
+    if (!atomic_compare_exchange_strong(&st->armed, &one, 0))
+        return;
+    st->held = (int)worker;
+    gate_open(&st->reached);
+    gate_wait(&st->go, RESCUE_MS);
+}
+
+static enum poll step_poke(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    atomic_store(&((struct sb_push *)arg)->poke_ran, true);
+    return POLL_READY;
+}
+
+static enum poll step_sb_pushed(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    int none = -1;
+    atomic_compare_exchange_strong(&((struct sb_push *)arg)->ran_on, &none, ws_current_worker());
+    return POLL_READY;
+}
+
+static bool sb_buffered(void *arg) { return deque_test_buffered(((struct sb_push *)arg)->d); }
+static void sb_drain(void *arg) { deque_test_delay_stores(((struct sb_push *)arg)->d, false); }
+static bool sb_pushed_ran(void *arg) { return atomic_load(&((struct sb_push *)arg)->ran_on) >= 0; }
+
+static bool sb_other_parked_or_ran(void *arg)
+{
+    struct sb_push *st = arg;
+    return sb_pushed_ran(st) || still_clock_counts(st->clock).parks > st->parks_at_let_go;
+}
+
+/* Right after the pusher's first access to the idle word with its push
+ * still buffered (on the pusher's thread, inside the SIGTRAP handler): the
+ * other worker announces, looks, and parks (or finds the task) now. */
+static void sb_at(void *arg)
+{
+    struct sb_push *st = arg;
+    st->parks_at_let_go = still_clock_counts(st->clock).parks;
+    gate_open(&st->go);
+    st->parked_in_hold = wait_until(sb_other_parked_or_ran, st, SCALED_MS(1000)) && !sb_pushed_ran(st);
+}
+
+/* The stretch run under lab_sb_run: a spawn inside a task (its push goes
+ * to the pusher's deque, its notify reads the idle word). */
+static void sb_spawn(void *arg)
+{
+    struct sb_push *st = arg;
+    _Alignas(max_align_t) char storage[STEP_STORAGE_SIZE];
+    st->jh = ws_spawn(st->rt, step_future(storage, step_sb_pushed, st), NULL);
+    st->buffered_after = deque_test_buffered(st->d);
+}
+
+/* The pushing task, on worker P: has the other worker run a poke (so it is
+ * awake and searching) and waits until it is held before its announcement;
+ * then spawns with its push buffered, under lab_sb_run; lets the other
+ * worker go (if the stretch did not) and stays in its poll up to 2 s
+ * waiting for the pushed task to run there. */
+static enum poll step_sb_pusher(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct sb_push *st = arg;
+    atomic_store(&st->pusher, ws_current_worker());
+    atomic_store(&st->armed, 1);
+    join_handle_drop(spawn_step(st->rt, step_poke, st));
+    st->setup = gate_wait(&st->reached, RESCUE_MS);
+    st->d = ws_test_own_deque();
+    if (!st->setup || !st->d) {
+        atomic_store(&st->armed, 0);
+        gate_open(&st->go); /* a worker held after all goes on */
+        return POLL_READY;
+    }
+    deque_test_delay_stores(st->d, true);
+    struct lab_sb sb = { .page = ws_test_idle_page(st->rt), .buffered = sb_buffered, .drain = sb_drain,
+                         .at = sb_at, .arg = st };
+    st->ran_setup = lab_sb_run(&sb, sb_spawn, st, &st->sb);
+    gate_open(&st->go); /* if the stretch never stopped after an access to the idle word */
+    if (st->ran_setup)
+        st->ran_in_time = wait_until(sb_pushed_ran, st, SCALED_MS(2000));
+    deque_test_delay_stores(st->d, false); /* the buffer drains: the task is visible now */
+    return POLL_READY;
+}
+
+LAB_TEST(idle_rules, notify_reads_the_idle_word_past_a_store_buffer, 15)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("the store buffer is simulated by single-stepping with x86-64's trap flag; this machine is "
+                     "not x86-64");
+#else
+    struct sb_push st;
+    memset(&st, 0, sizeof st);
+    st.clock = still_clock_new(UINT64_C(1000000000), 0, ws_current_worker);
+    cr_assert_not_null(st.clock, "out of memory");
+    st.rt = ws_runtime_new(2, still_clock_driver(st.clock));
+    cr_assert_not_null(st.rt, "ws_runtime_new(2, driver) returned NULL");
+    atomic_init(&st.pusher, -1);
+    atomic_init(&st.poke_ran, false);
+    atomic_init(&st.armed, 0);
+    atomic_init(&st.ran_on, -1);
+    gate_init(&st.reached);
+    gate_init(&st.go);
+    ws_test_set_hook(st.rt, sb_hook, &st);
+    bool done = join_within(spawn_step(st.rt, step_sb_pusher, &st), SCALED_MS(8000));
+    ws_test_set_hook(st.rt, NULL, NULL);
+    if (st.jh)
+        join_handle_drop(st.jh);
+    ws_runtime_free(st.rt);
+    still_clock_free(st.clock);
+    gate_destroy(&st.reached);
+    gate_destroy(&st.go);
+    cr_assert(done, "the pushing task never finished (it waits 2 s at the most for what it pushed)");
+    cr_assert(st.setup || atomic_load(&st.poke_ran), "a task spawned inside a task (onto its worker's own deque) "
+              "while the other worker slept never ran there in 3 s: the push woke nobody (runtime.h contract 2: "
+              "nothing queued is stranded while a worker is idle)");
+    if (!st.setup)
+        lab_cannot_judge("the other worker ran the first task but did not come back to its way to sleep "
+                         "(WS_TEST_BEFORE_PARK) within 3 s: the machine is too loaded to set up the push");
+    if (!st.ran_setup || !st.d)
+        lab_cannot_judge("the simulated store buffer needs single-stepping and a protected page, which this "
+                         "machine refused");
+    if (st.sb.foreign)
+        lab_cannot_judge("another thread touched the idle word while the push was being made: the timing "
+                         "could not be forced");
+    lab_note("the spawn ran %ld instructions, %ld of them drained the store buffer with the push in it; the "
+             "notify %s the idle word with the push still buffered%s; the other worker %s; the pushed task "
+             "ran on worker %d", st.sb.steps, st.sb.drains, st.sb.watched ? "accessed" : "never accessed",
+             st.sb.watched ? " (the pusher was stopped there)" : "",
+             st.parked_in_hold ? "announced, looked again and parked meanwhile" : "did not park meanwhile",
+             atomic_load(&st.ran_on));
+    if (st.ran_in_time)
+        return;
+    cr_assert(!st.sb.watched, "worker %d spawned a task (onto its own deque) while worker %d was on its way to "
+              "sleep, with the push held in a (simulated) store buffer, as a real core holds a store until a "
+              "locked instruction or a fence drains it. The notify then read the idle word, and nothing it had "
+              "run since the push had drained that buffer. It read \"not asleep\" (true "
+              "then); worker %d then announced that it sleeps, looked at every queue (the push still buffered, so "
+              "not there) and %s, and the task did not run in 2 s while worker %d stayed in its poll. Both sides "
+              "of the idle protocol write one word and then read another (the store-buffer shape): which kind of "
+              "access to the idle word makes the push visible first, and reads the announcement if it came "
+              "first (runtime.h contract 2)? The next hint: make hint STAGE=7 ITEM=local-push-wakes",
+              atomic_load(&st.pusher), st.held, st.held, st.parked_in_hold ? "parked" : "went on to park",
+              atomic_load(&st.pusher));
+    cr_assert(!st.buffered_after, "worker %d spawned a task (onto its own deque) while worker %d was on its way "
+              "to sleep, with the push held in a (simulated) store buffer; after the push the spawn neither "
+              "touched the idle word nor drained the buffer, and the task did not run on worker %d in 2 s while "
+              "worker %d stayed in its poll: who tells the worker going to sleep about the push, and when "
+              "(runtime.h contract 2)? The next hint: make hint STAGE=7 ITEM=local-push-wakes",
+              atomic_load(&st.pusher), st.held, st.held, atomic_load(&st.pusher));
+    lab_cannot_judge("the push was made visible (the buffer drained) before the notify read the idle word, and "
+                     "yet the task did not run on worker %d in 2 s: the machine is too loaded, or the worker "
+                     "going to sleep lost it (recheck-before-sleep judges that side)", st.held);
+#endif
 }

@@ -1,0 +1,67 @@
+/* store_buffer.h - what a store buffer may do to one thread's store, every
+ * run, not once in a million.
+ *
+ * A core's store waits in its store buffer while the core's later loads go
+ * to memory: on x86 (and on every machine the lab runs on) a load may pass
+ * an earlier store to another location. Code that must have a store seen
+ * before a later load of another word (the store-buffer, or Dekker, shape:
+ * "push the task, then read whether anyone sleeps" against "announce that I
+ * sleep, then look for tasks") needs a full barrier between the two: on
+ * x86 a locked instruction (what every C11 read-modify-write compiles to:
+ * fetch_add, exchange, compare_exchange, ...), an xchg with memory (a
+ * seq_cst store) or an mfence (atomic_thread_fence(memory_order_seq_cst));
+ * those wait until the buffer has drained. A load does not, whatever its
+ * order: relaxed, acquire and seq_cst loads are all a plain mov on x86.
+ *
+ * The test keeps one store in a simulated buffer (the code under test
+ * offers that, as stage 07's deque_test_delay_stores does for the deque's
+ * bottom) and runs a stretch of code on one thread with lab_sb_run:
+ *
+ *   - the thread is single-stepped (x86's trap flag: after every
+ *     instruction the kernel delivers SIGTRAP, as in stage 05's
+ *     timer_steps), and right before each instruction that would drain the
+ *     real buffer (a lock prefix, xchg with a memory operand, mfence) the
+ *     simulated one is drained too: drain(arg), when buffered(arg);
+ *   - one page, which holds one word and nothing else, is protected: the
+ *     first access the thread makes to it while the store is still
+ *     buffered faults, is let through, and right after that instruction the
+ *     thread stops and at(arg) runs on it. There the test lets another
+ *     thread run the other half of the shape (announce, look, park) before
+ *     this thread goes on: the worst timing the buffer allows, forced.
+ *     Accesses while nothing is buffered are let through and watched on.
+ *
+ * So a stretch that reads the word with a load while its store is buffered
+ * shows, every run, what a real buffer shows rarely; one that drains first
+ * (an RMW of the word, a fence) does not. Any way of writing either is seen
+ * the same way: the machine's instructions are read, not the source.
+ *
+ * x86-64 only (lab_sb_run returns false elsewhere, and with a page size
+ * other than 4 KiB); not under Valgrind (it does not single-step). One
+ * lab_sb_run at a time in a process.
+ */
+#ifndef LAB_TEST_STORE_BUFFER_H
+#define LAB_TEST_STORE_BUFFER_H
+
+#include <stdbool.h>
+
+struct lab_sb {
+    void *page;                   /* the watched page (4 KiB, aligned), or NULL: no watch */
+    bool (*buffered)(void *arg);  /* the store is in the simulated buffer now */
+    void (*drain)(void *arg);     /* makes it visible (called on the stepped thread) */
+    void (*at)(void *arg);        /* right after the first access to the page while buffered */
+    void *arg;
+};
+
+struct lab_sb_result {
+    long steps;     /* instructions run */
+    long drains;    /* instructions that drained a buffered store */
+    bool watched;   /* at() ran: the page was read or written while the store was buffered */
+    bool foreign;   /* another thread touched the page meanwhile: the watch stopped there */
+};
+
+/* Runs fn(fn_arg) on the calling thread as described above; fills *r.
+ * False (fn not run) where it cannot: not x86-64, pages not 4 KiB, or the
+ * signal handlers could not be set. */
+bool lab_sb_run(const struct lab_sb *sb, void (*fn)(void *), void *fn_arg, struct lab_sb_result *r);
+
+#endif
