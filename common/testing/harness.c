@@ -110,8 +110,10 @@ __attribute__((noinline)) void lab_check_failed(void)
         long n = bare_syscall3(SYS_write, RECORD_FD, (long)(line + done), (long)(len - done));
         if (n == -EINTR)
             continue;
-        if (n <= 0)
+        if (n == -EBADF && record_fd == 2)
             return;   /* no grader (no RECORD_FD): the failure itself is reported as ever */
+        if (n <= 0)   /* the record refused it (a file-size limit, say): the test ends here, failed */
+            bare_syscall3(SYS_exit_group, 70, 0, 0);
         done += (size_t)n;
     }
 }
@@ -432,9 +434,10 @@ static void install_handlers(void)
 
 /* ---- the test's code stays as compiled ---------------------------------- */
 
-/* Defined (by a stage's test support) where the tests use io_uring: its
- * rings may then be set up. Weak: absent, the address is null. */
-extern const int lab_uses_io_uring __attribute__((weak));
+/* Defined by a stage's test support that must make something before the
+ * seal: stage 08's rings (grader/tests/08-uring/uring_guard.c), which
+ * the seal then keeps anything else from making. Weak: absent, null. */
+extern void lab_before_seal(void) __attribute__((weak));
 
 #if defined(__SANITIZE_THREAD__)
 void __sanitizer_set_report_fd(void *fd);
@@ -463,11 +466,12 @@ static void open_tsan_log(void)
 /* From here on the process can neither make memory executable nor write
  * the code it has, nor take back a record: no mprotect, pkey_mprotect or
  * mmap with PROT_EXEC; no open for writing (which /proc/self/mem would
- * need: it writes through page protections), no truncate, ptrace,
+ * need: it writes through page protections) or with O_TRUNC (which empties
+ * a file opened only to read), no truncate, ptrace,
  * process_vm_writev, personality (read-implies-exec), shmat or
- * remap_file_pages; no io_uring where the stage has no use for it (its
- * operations do not pass through this filter: stage 08's rings are
- * restricted as they are set up, grader/tests/08-uring/uring_guard.c). The record's
+ * remap_file_pages; no io_uring_setup (a ring's operations do not pass
+ * through this filter: stage 08's rings are made before, restricted,
+ * grader/tests/08-uring/uring_guard.c). The record's
  * descriptor (RECORD_FD) cannot be closed, replaced (dup2, dup3), changed
  * (fcntl: O_APPEND stays), cut (ftruncate, fallocate) or written at an
  * offset (pwritev2's RWF_NOAPPEND), so a FAIL line, once written, stays.
@@ -501,8 +505,8 @@ static void seal_code(void)
         { SYS_mprotect, 2, PROT_EXEC, EPERM },
         { SYS_pkey_mprotect, 2, PROT_EXEC, EPERM },
         { SYS_mmap, 2, PROT_EXEC, EPERM },
-        { SYS_openat, 2, O_WRONLY | O_RDWR, EACCES },
-        { SYS_open, 1, O_WRONLY | O_RDWR, EACCES },
+        { SYS_openat, 2, O_WRONLY | O_RDWR | O_TRUNC, EACCES },   /* O_TRUNC empties even read-only */
+        { SYS_open, 1, O_WRONLY | O_RDWR | O_TRUNC, EACCES },
     };
     for (unsigned i = 0; i < sizeof when_set / sizeof when_set[0]; i++) {
         ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, when_set[i].nr, 0, 4));
@@ -529,11 +533,10 @@ static void seal_code(void)
     ADD(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, RECORD_FD, 0, 1));
     ADD(DENY(EPERM));
     ADD(ALLOW);
-    /* denied outright (the last one only where the stage has no rings) */
-    bool uring = &lab_uses_io_uring != NULL;
+    /* denied outright */
     const unsigned denied[] = { SYS_creat, SYS_openat2, SYS_truncate, SYS_ptrace, SYS_process_vm_writev,
                                 SYS_personality, SYS_shmat, SYS_remap_file_pages, SYS_io_uring_setup };
-    const unsigned ndenied = sizeof denied / sizeof denied[0] - (uring ? 1 : 0);
+    const unsigned ndenied = sizeof denied / sizeof denied[0];
     for (unsigned i = 0; i < ndenied; i++)   /* each: to the DENY after the ALLOW below */
         ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, denied[i], (unsigned char)(ndenied - i), 0));
     ADD(ALLOW);
@@ -632,6 +635,8 @@ void lab_test_begin(const char *suite, const char *name, double timeout_s)
     backtrace(warm, 2); /* loads the unwinder now, not inside a signal handler */
     install_handlers();
     record("BEGIN %d %s\n", (int)getpid(), test_id);
+    if (lab_before_seal)
+        lab_before_seal();
     seal_code();
 
     const char *no_watchdog = getenv("LAB_NO_WATCHDOG"); /* make debug: a debugger is in charge */

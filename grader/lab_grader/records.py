@@ -72,6 +72,14 @@ def parse(text):
 
     bt = None  # the frame list being filled
     for line in text.splitlines():
+        if line.startswith("FAIL "):
+            # wherever it stands, inside a backtrace block too: code under
+            # test can write to the record, and a block it opened before a
+            # check failed must not swallow the check's FAIL line
+            pid = line[5:].strip()
+            if pid.isdigit():
+                run(pid).check_failed = True
+            continue
         if bt is not None:
             if line.startswith("BT-END"):
                 bt = None
@@ -98,8 +106,6 @@ def parse(text):
         elif tag == "SEED":
             if rest.isdigit() and len(rest) <= 20:   # a number: it goes into a command the report prints
                 run(pid).seed = rest
-        elif tag == "FAIL":
-            run(pid).check_failed = True
         elif tag == "NOTE":
             run(pid).notes.append(rest)
         elif tag == "UNJUDGED":

@@ -21,6 +21,7 @@ EPERM, EACCES = 1, 13
 EXPECTED = {
     # code made writable, new code made executable, a file written
     "mprotect-exec": EPERM, "mmap-exec": EPERM, "open-mem-write": EACCES, "openat-write": EACCES,
+    "open-truncating": EACCES,
     "truncate": EPERM, "ptrace": EPERM, "personality": EPERM, "io-uring-setup": EPERM,
     # the record's descriptor closed, replaced, changed or cut
     "close-record": EPERM, "dup2-record": EPERM, "dup3-record": EPERM, "fcntl-record": EPERM,
@@ -50,18 +51,18 @@ def probe(tmp_path_factory):
                          env={"LAB_RUN_DIR": str(rec), "LAB_NONCE": "n0nce", "PATH": "/usr/bin:/bin"})
     assert run.returncode == 0, run.stdout + run.stderr
     seen = dict(line.rsplit(" ", 1) for line in run.stdout.splitlines())
-    return {k: int(v) for k, v in seen.items()}, (rec / "seal.probe.log").read_text(), victim
+    return {k: int(v) for k, v in seen.items()}, (rec / "seal.probe.log").read_text(), victim, exe, d
 
 
 def test_the_seal_refuses_what_a_forge_needs_and_allows_the_rest(probe):
-    seen, _, victim = probe
+    seen, _, victim, _, _ = probe
     wrong = {k: (seen.get(k), want) for k, want in EXPECTED.items() if seen.get(k) != want}
     assert not wrong, f"call: (errno seen, errno expected): {wrong}"
     assert victim.read_text() == "unchanged\n"
 
 
 def test_a_fail_record_stays_and_fails_a_reported_pass(probe):
-    _, log, _ = probe
+    _, log, _, _, _ = probe
     runs = records.parse(log)
     assert len(runs) == 1 and runs[0].check_failed and runs[0].ended, log
     report = {"seal::probe": ("PASSED", "", "", 0.1)}
@@ -74,6 +75,28 @@ def test_a_fail_record_stays_and_fails_a_reported_pass(probe):
     assert o.verdict == Verdict.FAIL and "a check failed" in o.message, o
     clean = records.parse(log.replace("\nFAIL ", "\nNOTE "))
     assert judge.judge("seal::probe", report, {"seal::probe": clean}, NoSymbols(), "n0nce").verdict == Verdict.PASS
+
+
+def test_a_fail_record_that_cannot_be_written_ends_the_test(probe):
+    """Code under test that made the FAIL write fail (the third red-team
+    pass: a file-size limit at the record's size, SIGXFSZ ignored) gets no
+    chance to resume: the process ends there, with no END."""
+    _, _, victim, exe, d = probe
+    rec = d / "rec-fsize"
+    rec.mkdir()
+    run = subprocess.run([str(exe), str(victim), "fsize"], capture_output=True, text=True, timeout=60, cwd=d,
+                         env={"LAB_RUN_DIR": str(rec), "LAB_NONCE": "n0nce", "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 70 and "survived" not in run.stdout, (run.returncode, run.stdout)
+    assert not records.parse((rec / "seal.probe.log").read_text())[0].ended
+
+
+def test_a_fail_line_inside_a_backtrace_block_still_counts():
+    """A backtrace block that code under test opened (BT-BEGIN, never
+    closed) swallowed the FAIL line of the check that failed after it (the
+    third red-team pass: 14 of 24 for code that earns 1)."""
+    log = "BEGIN 7 s::t\nBT-BEGIN 7 7 hang\n\nFAIL 7\nBT-END\nSITES 7 1f\nEND 7 s::t n0nce\n"
+    run = records.parse(log)[0]
+    assert run.check_failed and run.ended
 
 
 def test_the_tsan_lane_has_no_runtime_to_call_by_name(tmp_path):
@@ -100,10 +123,10 @@ def test_the_tsan_lane_has_no_runtime_to_call_by_name(tmp_path):
 
 
 def test_stage_08_rings_cannot_open_or_close(tmp_path):
-    """io_uring's operations pass beside the seal; stage 08's rings are
-    restricted as they are set up (grader/tests/08-uring/uring_guard.c,
-    through build.WRAP): no open (of /proc/self/mem, say) and no close
-    through a ring, while a no-op runs."""
+    """io_uring's operations pass beside the seal, which refuses
+    io_uring_setup; stage 08's code gets rings made before it, restricted
+    (grader/tests/08-uring/uring_guard.c, through build.WRAP): no open (of
+    /proc/self/mem, say) and no close through a ring, while a no-op runs."""
     from lab_grader import build
     if not pathlib.Path("/usr/include/liburing.h").exists():
         pytest.skip("liburing's header is not installed (sh grader/deps.sh installs it)")

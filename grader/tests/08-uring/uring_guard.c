@@ -1,27 +1,32 @@
-/* uring_guard.c - every ring that code under test sets up through liburing
- * starts disabled, is restricted to the operations a socket driver uses, and
- * only then runs.
+/* uring_guard.c - the rings code under test gets are made before the test
+ * begins, restricted to the operations a socket driver uses.
  *
  * An io_uring operation does not pass through the harness's seccomp filter
  * (harness.c, seal_code), so a ring could open /proc/self/mem for writing
  * (IORING_OP_OPENAT) and patch the test's code, or close, cut or rewrite
- * the record's descriptor (IORING_OP_CLOSE, IORING_OP_FTRUNCATE, a write
- * with RWF_NOAPPEND): everything the filter refuses. The grader links this
- * stage with --wrap on io_uring_queue_init and io_uring_queue_init_params
- * (build.py's WRAP), so the calls the stage's code makes land here: the
- * ring is made with IORING_SETUP_R_DISABLED, given its restrictions
- * (IORING_REGISTER_RESTRICTIONS, Linux 5.10; they can be registered once
- * and never lifted) and enabled. No open, close, write to a file,
- * truncate, splice or fixed-file install is among them; reads, receives,
- * sends, accepts, polls, timeouts, cancels and messages between rings
- * are. Code that found liburing's real functions by walking the loaded
- * libraries would get an unrestricted ring: a deterrent, like the rest of
- * what runs in the test's process (docs/instructors.md, the threat model).
+ * the record's descriptor: everything the filter refuses. So the filter
+ * refuses io_uring_setup itself, and the rings come from a pool that
+ * lab_before_seal (called by the harness just before the seal) fills:
+ * each made with IORING_SETUP_R_DISABLED, given its restrictions
+ * (IORING_REGISTER_RESTRICTIONS, Linux 5.10; registered once, never
+ * lifted) and enabled. No open, close, write to a file, truncate, splice
+ * or fixed-file install is among them; reads, receives, sends, accepts,
+ * polls, timeouts, cancels and messages between rings are. The grader
+ * links this stage with --wrap on io_uring_queue_init and
+ * io_uring_queue_init_params (build.py's WRAP): the stage's own set-up
+ * takes a ring of the pool (its size rounded up to a power of two, as the
+ * kernel does; flags 0, as ring.c's given code asks). A wrapper alone was
+ * not enough: the third red-team pass called the real set-up, which the
+ * binary imports, through its table of addresses, got a ring without
+ * restrictions and wrote over the harness's code through it (9 of 19
+ * points on stage 08 for code that earns 0).
  * Operation numbers past Linux 5.15's (older liburing headers lack their
  * names) are written as numbers; the stage needs Linux 5.19, which has
  * them all. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,6 +36,7 @@
 int __real_io_uring_queue_init_params(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
 int __wrap_io_uring_queue_init_params(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
 int __wrap_io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags);
+void lab_before_seal(void);
 
 static const unsigned char SQE_OPS[] = {
     IORING_OP_NOP, IORING_OP_READV, IORING_OP_POLL_ADD, IORING_OP_POLL_REMOVE, IORING_OP_SENDMSG,
@@ -47,9 +53,11 @@ static const unsigned char REGISTER_OPS[] = {
     22, 23, /* IORING_(UN)REGISTER_PBUF_RING, Linux 5.19 */
 };
 
-int __wrap_io_uring_queue_init_params(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
+/* One restricted ring of `entries`, made now (before the seal). */
+static int make_restricted(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
 {
-    p->flags |= IORING_SETUP_R_DISABLED;
+    memset(p, 0, sizeof *p);
+    p->flags = IORING_SETUP_R_DISABLED;
     int e = __real_io_uring_queue_init_params(entries, ring, p);
     if (e < 0)
         return e;
@@ -76,13 +84,60 @@ int __wrap_io_uring_queue_init_params(unsigned entries, struct io_uring *ring, s
         io_uring_queue_exit(ring);   /* no ring rather than one without its restrictions */
         return e;
     }
+    p->flags &= ~IORING_SETUP_R_DISABLED;
     return 0;
+}
+
+/* The pool: POOL_EACH rings of each power of two up to 2^(POOL_SIZES-1)
+ * entries (the tests ask for 2 to 64), each taken at most once. */
+#define POOL_SIZES 9
+#define POOL_EACH 4
+static struct io_uring pool[POOL_SIZES][POOL_EACH];
+static struct io_uring_params pool_params[POOL_SIZES][POOL_EACH];
+static atomic_bool pool_full[POOL_SIZES][POOL_EACH]; /* set by lab_before_seal; taken by exchange (relaxed:
+                                                        the pool was filled before any thread of the body ran) */
+static int pool_error; /* -errno of a set-up that failed (no io_uring here); written before the body runs */
+
+void lab_before_seal(void)
+{
+    for (unsigned k = 0; k < POOL_SIZES; k++)
+        for (unsigned j = 0; j < POOL_EACH; j++) {
+            if (atomic_load_explicit(&pool_full[k][j], memory_order_relaxed))
+                continue;
+            int e = make_restricted(1u << k, &pool[k][j], &pool_params[k][j]);
+            if (e < 0) {
+                pool_error = e;
+                return;
+            }
+            atomic_store_explicit(&pool_full[k][j], true, memory_order_relaxed);
+        }
+}
+
+int __wrap_io_uring_queue_init_params(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
+{
+    struct io_uring_params none;
+    memset(&none, 0, sizeof none);
+    if (entries == 0 || memcmp(p, &none, sizeof none) != 0)
+        return -EINVAL;   /* the pool's rings have no flags and no other parameters */
+    unsigned k = 0;
+    while (k < POOL_SIZES && (1u << k) < entries)
+        k++;
+    if (k == POOL_SIZES)
+        return -ENOMEM;
+    for (unsigned j = 0; j < POOL_EACH; j++)
+        if (atomic_exchange_explicit(&pool_full[k][j], false, memory_order_relaxed)) {
+            *ring = pool[k][j];
+            *p = pool_params[k][j];
+            return 0;
+        }
+    return pool_error ? pool_error : -EMFILE;   /* no io_uring here, or the pool ran out */
 }
 
 int __wrap_io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)
 {
+    if (flags != 0)
+        return -EINVAL;
     struct io_uring_params p;
     memset(&p, 0, sizeof p);
-    p.flags = flags;
     return __wrap_io_uring_queue_init_params(entries, ring, &p);
 }

@@ -8,11 +8,14 @@
 #include <linux/falloc.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -28,8 +31,18 @@ static void report(const char *name, long ret)
 
 int main(int argc, char **argv)
 {
-    (void)argc;
     lab_test_begin("seal", "probe", 30.0);
+    if (argc > 2 && strcmp(argv[2], "fsize") == 0) {
+        /* a FAIL line the record refuses (here: past a file-size limit,
+         * its signal ignored) ends the process: nothing runs after it */
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = { .rlim_cur = (rlim_t)lseek(RECORD, 0, SEEK_END), .rlim_max = RLIM_INFINITY };
+        setrlimit(RLIMIT_FSIZE, &rl);
+        lab_check_failed();
+        printf("survived\n");
+        fflush(stdout);
+        _exit(0);
+    }
     long page = sysconf(_SC_PAGESIZE);
     void *text = (void *)((uintptr_t)&main & ~(uintptr_t)(page - 1));
     /* refused: code made writable or new code made executable */
@@ -38,6 +51,7 @@ int main(int argc, char **argv)
     report("mmap-exec", m == MAP_FAILED ? -1 : 0);
     report("open-mem-write", open("/proc/self/mem", O_RDWR));
     report("openat-write", openat(AT_FDCWD, argv[1], O_WRONLY | O_APPEND));
+    report("open-truncating", open(argv[1], O_RDONLY | O_TRUNC));
     report("truncate", truncate(argv[1], 0));
     report("ptrace", ptrace(PTRACE_TRACEME, 0, NULL, NULL));
     report("personality", personality(READ_IMPLIES_EXEC));

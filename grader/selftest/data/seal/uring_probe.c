@@ -1,6 +1,7 @@
 /* uring_probe.c - a ring set up as stage 08's code sets one up, linked with
  * the grader's wrap of liburing's set-up (grader/tests/08-uring/
- * uring_guard.c): an open through the ring is refused, a no-op is not.
+ * uring_guard.c, whose pool the harness fills before the seal): an open
+ * through the ring is refused, a no-op is not.
  * Prints "name result" per operation (a CQE's res: 0 or -errno), or
  * "setup -errno" when this machine has no io_uring. */
 #define _GNU_SOURCE
@@ -27,8 +28,11 @@ static void nop(struct io_uring_sqe *sqe) { io_uring_prep_nop(sqe); }
 static void open_mem(struct io_uring_sqe *sqe) { io_uring_prep_openat(sqe, AT_FDCWD, "/proc/self/mem", O_RDWR, 0); }
 static void close_stdin(struct io_uring_sqe *sqe) { io_uring_prep_close(sqe, 0); }
 
+void lab_before_seal(void);   /* uring_guard.c: the pool of rings, made before the seal */
+
 int main(void)
 {
+    lab_before_seal();
     struct io_uring ring;
     int e = io_uring_queue_init(4, &ring, 0);
     if (e < 0) {
