@@ -26,6 +26,7 @@ objects in grader/reference/NN-name/trace/ in the handout
 Only the Python standard library; the binary goes to build/trace/.
 """
 import argparse
+import hashlib
 import os
 import pathlib
 import subprocess
@@ -133,7 +134,10 @@ def build(stage, example, target, extra_flags=(), reference=()):
     srcs.append(example)
     out_dir = ROOT / "build" / "trace"
     out_dir.mkdir(parents=True, exist_ok=True)
-    binary = out_dir / f"{tree.name}-{stage.name}-{example.stem}"
+    # the tree's own folder in the name: two trees of the same name (two
+    # users' "mine", or two self-tests side by side) never share objects
+    where = hashlib.sha256(str(tree.resolve()).encode()).hexdigest()[:8]
+    binary = out_dir / f"{tree.name}-{where}-{stage.name}-{example.stem}"
     if reference:
         binary = binary.with_name(binary.name + "-on-reference-" + "-".join(n.split("-", 1)[0] for n in reference))
     flags = [*FLAGS, *extra_flags]
