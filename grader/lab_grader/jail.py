@@ -205,27 +205,39 @@ class Jail:
                 pass
 
 
-def copy_back(src, dst):
-    """Copies the regular files of a run's directory into the grader's own
-    run directory: never a link, never more than COPY_BACK_FILES files or
-    COPY_BACK_BYTES bytes in all, the smallest first (the records, the
-    report and the tools' logs before anything a test wrote to fill its
-    disk), a file that does not fit cut; so a run that filled its disk
-    quota leaves the grader's disk as it was and its records intact."""
+# What the grader reads of a run (invoke.py, lanes.py): the runner's report,
+# the tests' records, the tools' logs. Nothing else a test left comes back.
+KEPT = ("report.xml", "rec", "vg", "tsan")
+
+
+def copy_back(src, dst, kept=KEPT):
+    """Copies what the grader reads of a run's directory (kept: files and
+    folders at its top) into the grader's own run directory: regular files
+    only, never a link, never more than COPY_BACK_FILES files or
+    COPY_BACK_BYTES bytes in all, the smallest first, a file that does not
+    fit cut; so a run that filled its disk quota, or left thousands of files
+    (the third red-team pass: 103 MB in 70,104 files per stage-01 grading,
+    kept in build/grade/runs), leaves the grader's disk as it was and its
+    records intact."""
     found, seen = [], 0   # seen: directories and files looked at, in all
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        rel = pathlib.Path(dirpath).relative_to(src)
-        seen += 1 + len(filenames)
-        for f in filenames:
-            p = pathlib.Path(dirpath) / f
-            try:
-                st = p.lstat()
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                found.append((st.st_size, str(rel / f)))
-        if seen >= COPY_BACK_FILES:
-            break   # the whole walk: a run that made a million folders costs no more than this
+    src = pathlib.Path(src)
+    for top in kept:
+        if (src / top).is_symlink() or seen >= COPY_BACK_FILES:
+            continue   # a link the test put in the place of a folder leads nowhere of the grader's
+        walk = [(str(src), [], [top])] if (src / top).is_file() else os.walk(src / top, followlinks=False)
+        for dirpath, dirnames, filenames in walk:
+            rel = pathlib.Path(dirpath).relative_to(src)
+            seen += 1 + len(filenames)
+            for f in filenames:
+                p = pathlib.Path(dirpath) / f
+                try:
+                    st = p.lstat()
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    found.append((st.st_size, str(rel / f)))
+            if seen >= COPY_BACK_FILES:
+                break   # the whole walk: a run that made a million folders costs no more than this
     left = COPY_BACK_BYTES
     for n, (size, rel) in enumerate(sorted(found)):
         if left <= 0 or n >= COPY_BACK_FILES:

@@ -484,3 +484,26 @@ def test_a_test_starved_beside_its_own_grading_is_run_again_alone(tmp_path, monk
     calls.clear()
     runner.run(inv, {}, exclusive=True)   # a run that was alone already is not run again
     assert len(calls) == 1, calls
+
+
+def test_copy_back_brings_only_what_the_grader_reads(tmp_path):
+    """A run's files come back into the grader's run directory only where
+    the grader reads them (the report, the records, the tools' logs): files
+    a test left anywhere else stay in the jail (the third red-team pass left
+    103 MB in 70,104 files per grading), and a link put in place of one of
+    those folders is not followed."""
+    import os
+    from lab_grader import jail
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for d in ("rec", "vg", "junk"):
+        (src / d).mkdir(parents=True)
+    dst.mkdir()
+    (src / "report.xml").write_text("<x/>")
+    (src / "rec" / "s.t.log").write_text("BEGIN 1 s::t\n")
+    (src / "vg" / "1.log").write_text("==1==\n")
+    (src / "junk" / "filler").write_text("j" * 100)
+    (src / "left.txt").write_text("t")
+    os.symlink("/etc", src / "tsan")
+    jail.copy_back(src, dst)
+    assert sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file()) == [
+        "rec/s.t.log", "report.xml", "vg/1.log"]
