@@ -472,9 +472,11 @@ static void open_tsan_log(void)
  * remap_file_pages; no io_uring_setup (a ring's operations do not pass
  * through this filter: stage 08's rings are made before, restricted,
  * grader/tests/08-uring/uring_guard.c). The record's
- * descriptor (RECORD_FD) cannot be closed, replaced (dup2, dup3), changed
+ * descriptor (RECORD_FD) cannot be closed, duplicated (dup, pidfd_getfd),
+ * replaced (dup2, dup3), changed
  * (fcntl: O_APPEND stays), cut (ftruncate, fallocate) or written at an
- * offset (pwritev2's RWF_NOAPPEND), so a FAIL line, once written, stays.
+ * offset (pwritev2's RWF_NOAPPEND), so a FAIL line, once written, stays;
+ * and no filter can be stacked on this one (seccomp, PR_SET_SECCOMP).
  * Code under test that patched a failed check's branch into a held one (a
  * red-team pass of issue 25: 14 points on stage 01 from code that earns 3)
  * gets EPERM. Not under Valgrind, whose own translations need executable
@@ -491,7 +493,7 @@ static void seal_code(void)
 #define DENY(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
 #define ALLOW BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
 #define ADD(insn) (f[n++] = (struct sock_filter)insn)
-    struct sock_filter f[128];   /* 89 used */
+    struct sock_filter f[128];   /* 101 used */
     unsigned n = 0;
     ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
     ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0));
@@ -515,14 +517,19 @@ static void seal_code(void)
         ADD(DENY(when_set[i].err));
         ADD(ALLOW);
     }
-    const struct { unsigned nr, arg; } on_record[] = {   /* denied when arg is RECORD_FD (an unsigned int to the kernel) */
-        { SYS_close, 0 }, { SYS_dup2, 1 }, { SYS_dup3, 1 }, { SYS_fcntl, 0 }, { SYS_ftruncate, 0 },
-        { SYS_fallocate, 0 }, { SYS_pwritev2, 0 }, { SYS_ioctl, 0 },
+    const struct { unsigned nr, arg, value; } when_equal[] = {   /* denied when arg is value (32 bits to the kernel) */
+        /* the record's descriptor: closed, duplicated, replaced, changed, cut */
+        { SYS_close, 0, RECORD_FD }, { SYS_dup, 0, RECORD_FD }, { SYS_dup2, 1, RECORD_FD },
+        { SYS_dup3, 1, RECORD_FD }, { SYS_fcntl, 0, RECORD_FD }, { SYS_ftruncate, 0, RECORD_FD },
+        { SYS_fallocate, 0, RECORD_FD }, { SYS_pwritev2, 0, RECORD_FD }, { SYS_ioctl, 0, RECORD_FD },
+        /* a filter of the code's own stacked on this one could trap the FAIL
+         * write and fake its success (the fourth red-team pass: 14 of 24) */
+        { SYS_prctl, 0, PR_SET_SECCOMP },
     };
-    for (unsigned i = 0; i < sizeof on_record / sizeof on_record[0]; i++) {
-        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, on_record[i].nr, 0, 4));
-        ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(on_record[i].arg)));
-        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, RECORD_FD, 0, 1));
+    for (unsigned i = 0; i < sizeof when_equal / sizeof when_equal[0]; i++) {
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, when_equal[i].nr, 0, 4));
+        ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(when_equal[i].arg)));
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, when_equal[i].value, 0, 1));
         ADD(DENY(EPERM));
         ADD(ALLOW);
     }
@@ -535,7 +542,8 @@ static void seal_code(void)
     ADD(ALLOW);
     /* denied outright */
     const unsigned denied[] = { SYS_creat, SYS_openat2, SYS_truncate, SYS_ptrace, SYS_process_vm_writev,
-                                SYS_personality, SYS_shmat, SYS_remap_file_pages, SYS_io_uring_setup };
+                                SYS_personality, SYS_shmat, SYS_remap_file_pages, SYS_io_uring_setup,
+                                SYS_seccomp, SYS_pidfd_getfd };
     const unsigned ndenied = sizeof denied / sizeof denied[0];
     for (unsigned i = 0; i < ndenied; i++)   /* each: to the DENY after the ALLOW below */
         ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, denied[i], (unsigned char)(ndenied - i), 0));

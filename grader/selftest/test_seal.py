@@ -24,7 +24,8 @@ EXPECTED = {
     "open-truncating": EACCES,
     "truncate": EPERM, "ptrace": EPERM, "personality": EPERM, "io-uring-setup": EPERM,
     # the record's descriptor closed, replaced, changed or cut
-    "close-record": EPERM, "dup2-record": EPERM, "dup3-record": EPERM, "fcntl-record": EPERM,
+    "seccomp-stacked": EPERM, "prctl-seccomp": EPERM,
+    "close-record": EPERM, "dup-record": EPERM, "dup2-record": EPERM, "dup3-record": EPERM, "fcntl-record": EPERM,
     "ftruncate-record": EPERM, "fallocate-record": EPERM, "ioctl-record": EPERM, "close-range-record": EPERM,
     "pwritev2-record": EPERM, "ftruncate-after-fail": EPERM,
     # what the stages and the tests do

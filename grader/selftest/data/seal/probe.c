@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -57,7 +58,10 @@ int main(int argc, char **argv)
     report("personality", personality(READ_IMPLIES_EXEC));
     report("io-uring-setup", syscall(SYS_io_uring_setup, 4, NULL));
     /* refused: the record's descriptor closed, replaced, changed, cut */
+    report("seccomp-stacked", syscall(SYS_seccomp, 1 /* SECCOMP_SET_MODE_FILTER */, 0, NULL));
+    report("prctl-seccomp", prctl(PR_SET_SECCOMP, 2, NULL, 0, 0));
     report("close-record", close(RECORD));
+    report("dup-record", dup(RECORD));
     report("dup2-record", dup2(0, RECORD));
     report("dup3-record", dup3(0, RECORD, 0));
     report("fcntl-record", fcntl(RECORD, F_SETFL, 0));
