@@ -71,13 +71,11 @@ def symbolize(report, binary):
             continue
         func, where = loc[0]   # the innermost of the inlined frames: where the access is
         where = where.split(" (discriminator")[0]
-        if not re.match(r"[^:?]+:\d+", where):
-            # no file and line: the TSan runtime's own code (linked in, build.LINK)
-            where = f"(inside {func})" if m.re is SUMMARY_IN else ""
+        known = re.match(r"[^:?]+:\d+", where)   # none for the TSan runtime's own code (linked in, build.LINK)
         if m.re is SUMMARY_IN:
-            out[i] = f"{m.group('lead')}{where}{m.group('tail')}"
+            out[i] = f"{m.group('lead')}{where if known else f'(inside {func})'}{m.group('tail')}"
         else:
-            out[i] = f"{m.group('lead')}{func} {where} ({m.group('module')}+0x{off:x})".replace("  (", " (")
+            out[i] = f"{m.group('lead')}{func}{f' {where}' if known else ''} ({m.group('module')}+0x{off:x})"
     return out
 
 

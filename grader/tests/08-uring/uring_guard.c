@@ -22,7 +22,10 @@
  * points on stage 08 for code that earns 0).
  * Operation numbers past Linux 5.15's (older liburing headers lack their
  * names) are written as numbers; the stage needs Linux 5.19, which has
- * them all. */
+ * them all. Versions from liburing 2.3's man pages: io_uring_register(2)
+ * (RESTRICTIONS and ENABLE_RINGS 5.10, RING_FDS 5.18),
+ * io_uring_register_buf_ring(3) (5.19), io_uring_enter(2) (MSG_RING 5.18,
+ * SOCKET 5.19, IOSQE_CQE_SKIP_SUCCESS 5.17). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdatomic.h>
