@@ -21,6 +21,7 @@
 #define LAB_HARNESS_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -56,6 +57,13 @@ LAB_HARNESS_HIDDEN void lab_site(void);
  * under test that hooks the failure path and resumes the body at the
  * check's passing branch has already lost the test. */
 LAB_HARNESS_HIDDEN void lab_check_failed(void);
+
+/* SIGTRAP is the harness's for the whole test (the seal refuses code under
+ * test a handler for it: a step handler could move a failed check past its
+ * FAIL). A test that single-steps code with the trap flag gives its handler
+ * here, and null when it is done; while none is given, a trap is a crash.
+ * The store buffer (store_buffer.h) has its own way in. */
+bool lab_set_step_handler(void (*fn)(int sig, siginfo_t *si, void *uc));   /* true: taken */
 
 /* The seed of a randomized test: $LAB_SEED when set, else a fixed seed made
  * from the test's name. Recorded and printed so `make grade ... SEED=n`

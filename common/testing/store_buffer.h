@@ -61,7 +61,7 @@ struct lab_sb_result {
 
 /* Runs fn(fn_arg) on the calling thread as described above; fills *r.
  * False (fn not run) where it cannot: not x86-64, pages not 4 KiB, or the
- * signal handlers could not be set. */
+ * page could not be protected. */
 bool lab_sb_run(const struct lab_sb *sb, void (*fn)(void *), void *fn_arg, struct lab_sb_result *r);
 
 #endif

@@ -57,6 +57,10 @@ WRAP += ",--wrap=io_uring_queue_init,--wrap=io_uring_queue_init_params"
 # 25's red team: 23 of 23 where the honest score was 22). Now there is no
 # such library, and no name to find. The interceptors stay exported.
 LINK = {"tsan": ["-static-libtsan", "-Wl,--exclude-libs,libtsan.a"]}
+# Every binary bound at load (-z now) with its relocated tables read-only
+# after (-z relro): no table of library addresses stays writable for a hook,
+# and the seal keeps the image's protections as they are (harness.c).
+BIND = ["-Wl,-z,relro", "-Wl,-z,now"]
 VARIANTS = ("plain", "vg", "tsan")   # what a grading links (DEBUG: make debug's, never shipped or graded)
 DEBUG = "debug"
 # the variant whose objects a lane variant links (student code is the same for plain and vg)
@@ -347,7 +351,7 @@ class Builder:
         output = pathlib.Path(output)
         output.parent.mkdir(parents=True, exist_ok=True)
         libs = [f"-l{name}" for name in system_libs] + (["-lcriterion"] if variant == "plain" else [])
-        flags = BASE + OPT[variant] + LINK.get(variant, []) + ["-rdynamic", WRAP]
+        flags = BASE + OPT[variant] + LINK.get(variant, []) + BIND + ["-rdynamic", WRAP]
         proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
                            sees=[pathlib.Path(o).parent for o in objects])
         if proc.returncode != 0:

@@ -15,7 +15,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 
-from . import cpu_watch, records, sandbox
+from . import channel, cpu_watch, records, sandbox
 from .jail import copy_back
 
 OUTPUT_CAP = 64 * 1024
@@ -120,6 +120,7 @@ class RunResult:
     oom_kills: int = 0  # processes the kernel killed for going over the run's memory limit
     memory: int = 0     # that limit
     starved: str = ""   # when the machine gave the run too little CPU: what it got (cpu_watch)
+    said: object = None  # channel.Evidence: what the run's processes said on the grader's channel
 
 
 @dataclasses.dataclass
@@ -174,6 +175,8 @@ class Invocation:
         env = scrubbed_environment()
         env.update({k: moved(v) for k, v in self.env.items()})
         env["LAB_RUN_DIR"] = str(work / "rec")
+        talk = channel.Channel()
+        env[channel.ENV] = "1"   # the runner's standard output (channel.py)
         cmd = jail.command([*(moved(w) for w in self.wrapper), str(binary), f"-j{self.jobs}", f"--xml={xml}",
                             "--filter", filter_for(self.tests)])
 
@@ -184,13 +187,16 @@ class Invocation:
         refused = oom = 0
         with open(output, "wb") as out:
             try:
-                proc = _popen_retrying(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                       preexec_fn=child, cwd=work if jail.home is not None else None)
+                proc = _popen_retrying(cmd, stdout=talk.child_fd(), stderr=out, env=env,
+                                       start_new_session=True, preexec_fn=child,
+                                       cwd=work if jail.home is not None else None)
             except (OSError, subprocess.SubprocessError) as e:
                 # the jail could not be set up for this run (it could when the
                 # grader started): every test of the run is reported as not run
+                talk.close()
                 out.write(f"[grader] could not start the test runner: {e}\n".encode())
                 return RunResult({}, {}, _tail(output), 0)
+            talk.started()
             watch = cpu_watch.Watch(jail).start()
             try:
                 proc.wait(timeout=self.timeout)
@@ -211,6 +217,10 @@ class Invocation:
                 proc.wait()
                 jail.kill_all()
                 oom = jail.oom_kills()
+                said = talk.close()
+                out.write(said.output)   # what else reached the channel: the runner's own standard output
+                for why in said.unsealed:
+                    sandbox.shared().unsealed(why)
             if refused:
                 out.write(f"\n[grader] {fork_limit_note(refused)}\n".encode())
             if oom:
@@ -218,7 +228,7 @@ class Invocation:
         if work != self.run_dir:
             copy_back(work, self.run_dir)
         return RunResult(parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"),
-                         _tail(output), refused, oom, self.memory, watch.describe() if watch.starved() else "")
+                         _tail(output), refused, oom, self.memory, watch.describe() if watch.starved() else "", said)
 
 
 # What a run takes of the grader's environment: nothing that says how it is

@@ -3,11 +3,13 @@ test's own records (records.py). The records decide what the report cannot:
 a test that "passed" without writing END with this grading's nonce left
 early; a test with a FAIL record (a check that failed) failed, whatever
 the report says; a TODO record means "not started"; a HANG record carries
-every thread's backtrace.
+every thread's backtrace. Then what the run's processes said on the grader's
+channel (channel.py), which code under test cannot take back, overrules
+every pass it does not bear out.
 """
 import re
 
-from . import records
+from . import channel, records
 from .invoke import fork_limit_note, oom_note
 from .outcomes import Outcome, Verdict
 
@@ -178,6 +180,7 @@ def judge_run(tests, result, binary, nonce, hang_hints):
     run. A run that met the process limit says so on every failure."""
     sym = records.Symbolizer(binary)
     outs = {t: judge(t, result.report, result.records, sym, nonce, hang_hints.get(t, "")) for t in tests}
+    channel.overrule(outs, result.said)
     if result.starved:
         # the kernel's numbers, not the run's: a test that ran out of time
         # while the machine gave it almost no CPU says nothing of the code

@@ -7,8 +7,9 @@
                                    hex offsets from the executable's start
                                    (SITES pid over n: n checks found no room)
     TODO pid file:line func() hint
-    FAIL pid                       a check failed (written first, before
-                                   Criterion hears of it: lab_check_failed)
+    FAIL pid                       a check failed (written right after its
+                                   FAIL on the grader's channel, which is
+                                   the evidence that counts: channel.py)
     CRASH pid SIGNAME              followed by a BT-BEGIN ... BT-END block
     HANG pid text                  THREAD pid tid name state, each followed by
                                    a BT block; HANG-END pid
