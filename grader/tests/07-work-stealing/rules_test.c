@@ -97,6 +97,52 @@ LAB_TEST(chan_rules, bounded_waiters_keep_the_latest_waker, 5)
     }
 }
 
+/* The budget from the other side: a send polled with the budget spent sends
+ * nothing, a receive polled with it spent takes nothing, on a bounded and
+ * an unbounded channel; both answer Pending and the message is where it
+ * was. */
+LAB_TEST(chan_rules, spent_budget_sends_and_takes_nothing, 5)
+{
+    for (int bounded = 0; bounded < 2; bounded++) {
+        const char *kind = bounded ? "a bounded channel with room" : "an unbounded channel";
+        struct chan *c = chan_new(bounded ? 4 : 0);
+        cr_assert_not_null(c, "chan_new failed");
+        struct waker nw = noop_waker();
+        struct context cx = context_from_waker(&nw);
+        enum chan_status st;
+        uint64_t v = 0;
+        struct chan_send s;
+        chan_send_init(&s, c, 7);
+        coop_reset(0);
+        enum poll sent = chan_send_poll(&s, &cx, &st);
+        coop_unlimit();
+        chan_send_drop(&s);
+        struct chan_recv r;
+        chan_recv_init(&r, c);
+        enum poll got = chan_recv_poll(&r, &cx, &v, &st);
+        chan_recv_drop(&r);
+        cr_assert(sent == POLL_PENDING && got == POLL_PENDING, "a send on %s polled with the budget spent answered "
+                  "%s, and a receive then %s: a poll with the budget spent is Pending having sent nothing "
+                  "(channel.h contract 4)", kind, sent == POLL_READY ? "Ready" : "Pending",
+                  got == POLL_READY ? "found the message" : "found nothing");
+        cr_assert(chan_try_send(c, 9), "chan_try_send on %s failed", kind);
+        chan_recv_init(&r, c);
+        coop_reset(0);
+        got = chan_recv_poll(&r, &cx, &v, &st);
+        coop_unlimit();
+        chan_recv_drop(&r);
+        cr_assert_eq(got, POLL_PENDING, "a receive on %s holding a message, polled with the budget spent, was "
+                     "Ready: a poll with the budget spent is Pending (channel.h contract 4)", kind);
+        chan_recv_init(&r, c);
+        got = chan_recv_poll(&r, &cx, &v, &st);
+        chan_recv_drop(&r);
+        cr_assert(got == POLL_READY && st == CHAN_OK && v == 9, "after a receive polled with the budget spent, "
+                  "the message was gone from %s: that poll took it and returned Pending, and nobody got it "
+                  "(channel.h contract 4)", kind);
+        chan_free(c);
+    }
+}
+
 /* ---- the async mutex: nobody waiting ------------------------------------------------ */
 
 LAB_TEST(mutex_rules, unlock_frees_when_the_waiter_was_dropped, 5)
