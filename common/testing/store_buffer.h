@@ -84,14 +84,14 @@ bool lab_sb_run(const struct lab_sb *sb, void (*fn)(void *), void *fn_arg, struc
  * some seconds: a timed park) is let go and given time to fall asleep
  * (its thread seen sleeping in /proc) before the unpark goes on. An unpark
  * that drains first (an exchange, a lock) is never stopped; the owner then
- * parks after it. Either way the owner must return within wake_ms of the
- * unpark's end. */
+ * parks after it. Either way the owner's park must return within wake_ms
+ * (well before its own timeout): it took the token, or was woken. */
 struct lab_sb_park {
     void *page;                /* the page that holds the state word (4 KiB, aligned) */
     void (*unpark)(void *arg); /* stepped, on the calling thread */
     void (*park)(void *arg);   /* on a helper thread: the owner; a timed park */
     void *arg;
-    unsigned wake_ms;          /* how long the owner may take to return after the unpark */
+    unsigned wake_ms;          /* how long the owner's park may last: well under its timeout */
 };
 
 struct lab_sb_park_result {
@@ -99,7 +99,7 @@ struct lab_sb_park_result {
     bool watched;    /* the unpark was stopped at a plain access, and the owner let go there */
     bool slept;      /* the owner was seen asleep before the stopped unpark went on */
     bool foreign;    /* another thread touched the page while it was watched */
-    bool returned;   /* the owner returned within wake_ms of the unpark's end */
+    bool returned;   /* the owner's park lasted less than wake_ms */
     long steps, drains;
 };
 
