@@ -287,6 +287,50 @@ static void duo_free(struct duo *d)
     bare_free(&d->b);
 }
 
+/* One direction polled twice, by two tasks (a task moved to another
+ * worker polls with a new waker): the event wakes the waker of the latest
+ * poll, once, and the replaced one is given back at that poll. */
+LAB_TEST(reactor, latest_waker_per_direction, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    struct io_reg *reg = reg_of(b.r, sv[0]);
+    for (int dir = 0; dir < 2; dir++) {
+        enum io_direction d = dir == 0 ? IO_READ : IO_WRITE;
+        const char *name = dir == 0 ? "read" : "write";
+        struct counting_waker *first = counting_waker_new("first"), *latest = counting_waker_new("latest");
+        struct waker w1 = counting_waker_get(first), w2 = counting_waker_get(latest);
+        struct context cx1 = context_from_waker(&w1), cx2 = context_from_waker(&w2);
+        struct io_ready ev;
+        cr_assert_eq(reactor_poll_ready(reg, d, &cx1, &ev), POLL_PENDING, "%s-ready before any event", name);
+        cr_assert_eq(reactor_poll_ready(reg, d, &cx2, &ev), POLL_PENDING, "%s-ready before any event", name);
+        long kept = counting_waker_counts(first).live - 1;
+        struct epoll_event e = { .events = dir == 0 ? EPOLLIN : EPOLLOUT, .data.u64 = reactor_test_token(reg) };
+        reactor_dispatch(b.r, &e, 1);
+        unsigned by_first = counting_waker_woken(first), by_latest = counting_waker_woken(latest);
+        cr_assert(by_first == 0 && by_latest == 1, "a %s poll_ready with waker \"first\", then again with waker "
+                  "\"latest\", then an event making it %s-ready: \"first\" was woken %u times and \"latest\" %u "
+                  "times. The direction's waker is the latest poll's, woken once (reactor.h contract 3; "
+                  "poll_ready: the latest waker wins)", name, name, by_first, by_latest);
+        cr_assert_eq(kept, 0, "after a second %s poll_ready with another waker the reactor still held %ld "
+                     "reference(s) to the replaced one: it is given back at the poll that replaces it (reactor.h "
+                     "contract 3; poll_ready)", name, kept);
+        cr_assert_eq(reactor_poll_ready(reg, d, &cx2, &ev), POLL_READY, "not %s-ready after the event", name);
+        reactor_clear_ready(reg, ev);
+        reactor_drop_waker(reg, d);
+        cr_assert_eq(counting_waker_counts(first).live, 1, "the replaced waker is still held");
+        cr_assert_eq(counting_waker_counts(latest).live, 1, "the woken waker is still held");
+        counting_waker_free(first);
+        counting_waker_free(latest);
+    }
+    reactor_deregister(b.r, reg);
+    close(sv[0]);
+    close(sv[1]);
+    bare_free(&b);
+}
+
 /* A reader and a writer wait on one socket: data wakes the reader only,
  * room to write wakes the writer only. */
 LAB_TEST(reactor, read_and_write_wake_independently, 5)
