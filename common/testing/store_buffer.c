@@ -205,8 +205,15 @@ static void sb_nap_us(long us)
  * SIGTRAP handler. */
 static bool sb_asleep(int tid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    char path[64] = "/proc/self/task/", digits[16], buf[256];
+    int k = 0;
+    do
+        digits[k++] = (char)('0' + tid % 10); /* snprintf is not async-signal-safe */
+    while ((tid /= 10) > 0 && k < (int)sizeof digits);
+    size_t at = strlen(path);
+    while (k > 0)
+        path[at++] = digits[--k];
+    memcpy(path + at, "/stat", 6);
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return false;
