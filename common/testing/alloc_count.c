@@ -5,6 +5,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "harness.h"
 #include "measure.h"
 
@@ -124,11 +127,66 @@ static bool inject_failure(void)
                atomic_load_explicit(&fail_from, memory_order_relaxed);
 }
 
+/* Own pages (measure.h). A slot's block is 0 (free) or the start of a
+ * mapping of len bytes; a thread claims a free slot with a CAS. relaxed:
+ * a block reaches another thread (which frees it) only through the code
+ * under test's own synchronization, which orders the slot's writes too. */
+#define OWN_SLOTS 32u
+static _Thread_local bool own_pages;
+static atomic_uintptr_t own_block[OWN_SLOTS];
+static size_t own_len[OWN_SLOTS];
+static atomic_uint own_live; /* slots in use: free() looks only when some are */
+
+void alloc_own_pages(bool on) { own_pages = on; }
+
+static void *own_alloc(size_t n)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t len = (n + (size_t)page - 1) / (size_t)page * (size_t)page;
+    if (len == 0)
+        len = (size_t)page;
+    for (unsigned i = 0; i < OWN_SLOTS; i++) {
+        uintptr_t none = 0;
+        if (atomic_load_explicit(&own_block[i], memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong_explicit(&own_block[i], &none, 1, memory_order_relaxed,
+                                                     memory_order_relaxed))
+            continue;
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            atomic_store_explicit(&own_block[i], 0, memory_order_relaxed);
+            return NULL;
+        }
+        own_len[i] = len;
+        atomic_fetch_add_explicit(&own_live, 1, memory_order_relaxed);
+        atomic_store_explicit(&own_block[i], (uintptr_t)p, memory_order_relaxed);
+        return p;
+    }
+    return __real_malloc(n);
+}
+
+/* The slot of an own-pages block, or -1. */
+static int own_slot(void *p)
+{
+    if (!p || atomic_load_explicit(&own_live, memory_order_relaxed) == 0)
+        return -1;
+    for (unsigned i = 0; i < OWN_SLOTS; i++)
+        if (atomic_load_explicit(&own_block[i], memory_order_relaxed) == (uintptr_t)p)
+            return (int)i;
+    return -1;
+}
+
+static void own_free(int i)
+{
+    munmap((void *)atomic_load_explicit(&own_block[i], memory_order_relaxed), own_len[i]);
+    atomic_fetch_sub_explicit(&own_live, 1, memory_order_relaxed);
+    atomic_store_explicit(&own_block[i], 0, memory_order_relaxed);
+}
+
 void *__wrap_malloc(size_t n)
 {
     if (inject_failure())
         return NULL;
-    void *p = __real_malloc(n);
+    void *p = own_pages ? own_alloc(n) : __real_malloc(n);
     count_alloc(p);
     return p;
 }
@@ -137,7 +195,11 @@ void *__wrap_calloc(size_t k, size_t n)
 {
     if (inject_failure())
         return NULL;
-    void *p = __real_calloc(k, n);
+    void *p;
+    if (own_pages && (n == 0 || k <= SIZE_MAX / n))
+        p = own_alloc(k * n); /* a fresh mapping is zeroed */
+    else
+        p = __real_calloc(k, n);
     count_alloc(p);
     return p;
 }
@@ -146,7 +208,7 @@ void *__wrap_aligned_alloc(size_t a, size_t n)
 {
     if (inject_failure())
         return NULL;
-    void *p = __real_aligned_alloc(a, n);
+    void *p = own_pages && a <= (size_t)sysconf(_SC_PAGESIZE) ? own_alloc(n) : __real_aligned_alloc(a, n);
     count_alloc(p);
     return p;
 }
@@ -155,7 +217,13 @@ int __wrap_posix_memalign(void **out, size_t a, size_t n)
 {
     if (inject_failure())
         return ENOMEM;
-    int rc = __real_posix_memalign(out, a, n);
+    int rc;
+    if (own_pages && a <= (size_t)sysconf(_SC_PAGESIZE)) {
+        *out = own_alloc(n);
+        rc = *out ? 0 : ENOMEM;
+    } else {
+        rc = __real_posix_memalign(out, a, n);
+    }
     if (rc == 0)
         count_alloc(*out);
     return rc;
@@ -167,14 +235,30 @@ void __wrap_free(void *p)
         atomic_fetch_add_explicit(&frees, 1, memory_order_relaxed);
         untrack(p);
     }
-    __real_free(p);
+    int own = own_slot(p);
+    if (own >= 0)
+        own_free(own);
+    else
+        __real_free(p);
 }
 
 void *__wrap_realloc(void *p, size_t n)
 {
     if (n > 0 && inject_failure())
         return NULL; /* like a real failed realloc: p is untouched */
-    void *q = __real_realloc(p, n);
+    int own = own_slot(p);
+    void *q;
+    if (own >= 0) {
+        /* an own-pages block moves to an ordinary one (or goes, for n == 0) */
+        q = n ? __real_malloc(n) : NULL;
+        if (n && !q)
+            return NULL;
+        if (q)
+            memcpy(q, p, n < own_len[own] ? n : own_len[own]);
+        own_free(own);
+    } else {
+        q = __real_realloc(p, n);
+    }
     if (!p) {
         count_alloc(q);
     } else if (n == 0 && atomic_load_explicit(&counting, memory_order_relaxed)) {

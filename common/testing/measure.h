@@ -14,6 +14,7 @@
 #define LAB_TEST_MEASURE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "../future.h"
@@ -29,6 +30,14 @@ struct alloc_counts alloc_count_peek(void);  /* the counts so far; counting goes
  * that would be number n+1 (n = 0: the very first) and every later one fail
  * (return NULL, or ENOMEM from posix_memalign). */
 void alloc_fail_after(uint64_t n);
+/* Own pages: while on for the calling thread, each allocation that thread
+ * makes (malloc, calloc, and aligned_alloc or posix_memalign up to a page's
+ * alignment) is the start of a mapping of its own, page-aligned, that holds
+ * nothing else, so a test can watch that object's page alone
+ * (store_buffer.h) with no neighbour sharing it. free and realloc take such
+ * blocks back from any thread. At most 32 live at once; past that, an
+ * allocation is an ordinary one. */
+void alloc_own_pages(bool on);
 
 struct poll_counter {
     struct future inner;

@@ -8,11 +8,16 @@
  * alone (in those handlers); `over` and `foreign` may be set by a fault of
  * another thread, so they are atomics. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -166,3 +171,150 @@ bool lab_sb_run(const struct lab_sb *sb, void (*fn)(void *), void *fn_arg, struc
 }
 
 #endif
+
+/* ---- lab_sb_unpark_race ----------------------------------------------------- */
+
+struct sb_race {
+    const struct lab_sb_park *sp;
+    atomic_bool drained; /* the unpark ran a locked instruction */
+    atomic_bool go;      /* the owner may park now */
+    atomic_bool parking; /* the owner is calling park */
+    atomic_bool back;    /* the owner's park returned */
+    atomic_int tid;      /* the owner's thread id */
+    atomic_uint_fast64_t park_ns; /* how long the owner's park call took */
+    bool slept;
+};
+
+static uint64_t sb_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void sb_nap_us(long us)
+{
+    struct timespec t = { 0, us * 1000 };
+    nanosleep(&t, NULL);
+}
+
+/* Is thread tid asleep (state S) now? Async-signal-safe: at() runs in the
+ * SIGTRAP handler. */
+static bool sb_asleep(int tid)
+{
+    char path[64] = "/proc/self/task/", digits[16], buf[256];
+    int k = 0;
+    do
+        digits[k++] = (char)('0' + tid % 10); /* snprintf is not async-signal-safe */
+    while ((tid /= 10) > 0 && k < (int)sizeof digits);
+    size_t at = strlen(path);
+    while (k > 0)
+        path[at++] = digits[--k];
+    memcpy(path + at, "/stat", 6);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'S';
+}
+
+static void *sb_owner(void *arg)
+{
+    struct sb_race *st = arg;
+    atomic_store(&st->tid, (int)syscall(SYS_gettid));
+    while (!atomic_load(&st->go))
+        sb_nap_us(500);
+    atomic_store(&st->parking, true);
+    uint64_t t0 = sb_now_ns();
+    st->sp->park(st->sp->arg);
+    atomic_store(&st->park_ns, sb_now_ns() - t0);
+    atomic_store(&st->back, true);
+    return NULL;
+}
+
+static bool sb_race_buffered(void *arg) { return !atomic_load(&((struct sb_race *)arg)->drained); }
+static void sb_race_drain(void *arg) { atomic_store(&((struct sb_race *)arg)->drained, true); }
+
+/* On the stopped unparker: let the owner park, and wait (2 s at the most)
+ * until it sleeps there, or came back. */
+static void sb_race_at(void *arg)
+{
+    struct sb_race *st = arg;
+    atomic_store(&st->go, true);
+    for (int i = 0; i < 2000 && !atomic_load(&st->parking); i++)
+        sb_nap_us(1000);
+    for (int i = 0; i < 2000 && !atomic_load(&st->back); i++) {
+        if (sb_asleep(atomic_load(&st->tid))) {
+            st->slept = true;
+            sb_nap_us(5000); /* settled in its wait */
+            return;
+        }
+        sb_nap_us(1000);
+    }
+}
+
+static void sb_race_unpark(void *arg)
+{
+    struct sb_race *st = arg;
+    st->sp->unpark(st->sp->arg);
+}
+
+bool lab_sb_unpark_race(const struct lab_sb_park *sp, struct lab_sb_park_result *r)
+{
+    memset(r, 0, sizeof *r);
+    struct sb_race st;
+    memset(&st, 0, sizeof st);
+    st.sp = sp;
+    atomic_init(&st.drained, false);
+    atomic_init(&st.go, false);
+    atomic_init(&st.parking, false);
+    atomic_init(&st.back, false);
+    atomic_init(&st.tid, 0);
+    atomic_init(&st.park_ns, 0);
+    pthread_t owner;
+    if (pthread_create(&owner, NULL, sb_owner, &st) != 0)
+        return false;
+    while (atomic_load(&st.tid) == 0)
+        sb_nap_us(200);
+    struct lab_sb sb = { .page = sp->page, .buffered = sb_race_buffered, .drain = sb_race_drain,
+                         .at = sb_race_at, .arg = &st };
+    struct lab_sb_result res;
+    r->ran = lab_sb_run(&sb, sb_race_unpark, &st, &res);
+    if (!r->ran)
+        sp->unpark(sp->arg); /* unstepped: the owner still needs its token */
+    atomic_store(&st.go, true); /* not stopped: the owner parks after the unpark */
+    pthread_join(owner, NULL); /* park is timed: it returns by itself */
+    /* The park's own length, not the time since the unpark: a loaded
+     * machine may start the owner late, but a park that found the token,
+     * or was woken, is short; one that was not sleeps out its timeout. */
+    r->returned = atomic_load(&st.park_ns) < (uint64_t)sp->wake_ms * 1000000u;
+    r->watched = r->ran && res.watched;
+    r->foreign = r->ran && res.foreign;
+    r->slept = st.slept;
+    r->steps = res.steps;
+    r->drains = res.drains;
+    return true;
+}
+
+const char *lab_sb_unpark_unjudged(const struct lab_sb_park_result *r, const char *what, char *note, size_t len)
+{
+    snprintf(note, len, "the unpark ran %ld instructions, %ld of them locked; it %s %s%s; the owner %s", r->steps,
+             r->drains, r->watched ? "read or wrote" : "made a locked instruction before anything else touched",
+             what, r->watched ? " before any locked instruction, and was stopped there" : "",
+             r->returned ? "returned" : r->slept ? "slept meanwhile, and did not return in time"
+                                                 : "did not return in time");
+    if (!r->ran)
+        return "the unpark could not be single-stepped on this machine";
+    if (r->foreign)
+        return "another thread touched the parker's page while the unpark was stopped: the timing could not be "
+               "forced";
+    if (r->watched && !r->slept && !r->returned)
+        return "the owner never fell asleep while the unpark was stopped, and did not return in time: the machine "
+               "is too loaded to tell";
+    return NULL;
+}

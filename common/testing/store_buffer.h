@@ -43,6 +43,7 @@
 #define LAB_TEST_STORE_BUFFER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct lab_sb {
     void *page;                   /* the watched page (4 KiB, aligned), or NULL: no watch */
@@ -63,5 +64,54 @@ struct lab_sb_result {
  * False (fn not run) where it cannot: not x86-64, pages not 4 KiB, or the
  * page could not be protected. */
 bool lab_sb_run(const struct lab_sb *sb, void (*fn)(void *), void *fn_arg, struct lab_sb_result *r);
+
+
+/* ---- an unpark against a park, at the unpark's first plain access ----------
+ *
+ * A parker's (or driver's) unpark must both leave its token and learn
+ * whether the owner sleeps, as one step: a read-modify-write of the state
+ * word (an exchange), or the lock the owner sleeps under. An unpark that
+ * first reads the state with a load (any order) and then writes the token
+ * has a window between the two: an owner that announces its sleep in that
+ * window is overwritten and never woken.
+ *
+ * lab_sb_unpark_race runs unpark(arg) stepped on the calling thread, the
+ * parker's page watched (allocate the parker with alloc_own_pages on, so the
+ * page is its own). The simulated buffer holds nothing but "no locked
+ * instruction yet": the unpark's first access to the page before any
+ * locked instruction (a plain load or store) stops it there, and the owner
+ * (a helper thread running park(arg), which must return by itself within
+ * some seconds: a timed park) is let go and given time to fall asleep
+ * (its thread seen sleeping in /proc) before the unpark goes on. An unpark
+ * that drains first (an exchange, a lock) is never stopped; the owner then
+ * parks after it. Either way the owner's park must return within wake_ms
+ * (well before its own timeout): it took the token, or was woken. */
+struct lab_sb_park {
+    void *page;                /* the page that holds the state word (4 KiB, aligned) */
+    void (*unpark)(void *arg); /* stepped, on the calling thread */
+    void (*park)(void *arg);   /* on a helper thread: the owner; a timed park */
+    void *arg;
+    unsigned wake_ms;          /* how long the owner's park may last: well under its timeout */
+};
+
+struct lab_sb_park_result {
+    bool ran;        /* false: the machine cannot single-step (lab_sb_run returned false) */
+    bool watched;    /* the unpark was stopped at a plain access, and the owner let go there */
+    bool slept;      /* the owner was seen asleep before the stopped unpark went on */
+    bool foreign;    /* another thread touched the page while it was watched */
+    bool returned;   /* the owner's park lasted less than wake_ms */
+    long steps, drains;
+};
+
+/* False when the helper thread could not be started. */
+bool lab_sb_unpark_race(const struct lab_sb_park *sp, struct lab_sb_park_result *r);
+
+/* What a test says of it: writes the note (what happened; `what` names the
+ * parker: "the parker", "the I/O driver") into note, and returns NULL when
+ * the run can be judged, or why it cannot (no single-stepping here, another
+ * thread on the page, an owner that never fell asleep and did not return).
+ * Judged, the owner either returned, or slept through the stopped unpark
+ * (r->watched), or missed a token left before its park (!r->watched). */
+const char *lab_sb_unpark_unjudged(const struct lab_sb_park_result *r, const char *what, char *note, size_t len);
 
 #endif

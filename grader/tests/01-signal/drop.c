@@ -86,7 +86,7 @@ LAB_TEST(signal_drop, producer_drop_after_complete_delivers, 5)
     signal_drop(p);
     cr_assert_eq(dropped_calls(), 0u, "drop_value was called when the producer was dropped, but the future can still take the value");
     expect_ready(poll_with(f, task, &out), &out, SIGNAL_VALUE, &the_value,
-                 "the first poll after the producer completed and then was dropped (the value must survive the producer)");
+                 "the first poll after the producer completed and then was dropped (the value must survive the producer; contract 9)");
     cr_assert_eq(counting_waker_counts(task).clones, 0u, "the Ready poll cloned the waker; a Ready poll registers nothing");
 
     signal_future_drop(f);

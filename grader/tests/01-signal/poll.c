@@ -150,7 +150,7 @@ LAB_TEST(signal_poll, closed_before_first_poll, 5)
     new_signal(NULL, &p, &f);
 
     signal_drop(p);
-    expect_ready(poll_with(f, task, &out), &out, SIGNAL_CLOSED, NULL, "the first poll after the producer was dropped without completing");
+    expect_ready(poll_with(f, task, &out), &out, SIGNAL_CLOSED, NULL, "the first poll after the producer was dropped without completing (contract 6)");
     cr_assert_eq(counting_waker_counts(task).clones, 0u, "the first poll of a closed signal cloned the task's waker; a Ready poll must not register a waker");
 
     signal_future_drop(f);
@@ -224,7 +224,7 @@ LAB_TEST(signal_poll, poll_after_closed_consumed, 5)
     cr_assert_eq(poll_with(f, task, &out), POLL_PENDING, "the first poll returned Ready before the producer did anything");
     signal_drop(p);
     expect_ready(poll_with(f, task, &out), &out, SIGNAL_CLOSED, NULL, "the poll after the producer was dropped");
-    expect_ready(poll_with(f, task, &out), &out, SIGNAL_CONSUMED, NULL, "the poll after the Ready that reported SIGNAL_CLOSED");
+    expect_ready(poll_with(f, task, &out), &out, SIGNAL_CONSUMED, NULL, "the poll after the Ready that reported SIGNAL_CLOSED (contract 7)");
     cr_assert_eq(counting_waker_counts(task).clones, 1u, "polls after Ready cloned the waker; they must not register anything (contract 7)");
 
     signal_future_drop(f);

@@ -14,6 +14,7 @@
 LAB_SUITE(parker, 10);
 LAB_SUITE(parker_waker, 10);
 LAB_SUITE(parker_driver, 10);
+LAB_SUITE(parker_driver_forever, 10);
 LAB_SUITE(parker_stress, 30);
 
 static struct parker *new_parker(void)
@@ -196,7 +197,7 @@ LAB_TEST(parker, unpark_wakes_parked_thread, 10)
               "thread (still asleep after %u ms; parker.h contracts 3 and 4)", STAGE02_RESCUE_MS);
     cr_assert_lt(cpu, STAGE02_WAIT_CPU_NS,
                  "the thread in parker_park() used %.1f ms of CPU in 50 ms while it waited: "
-                 "parking must sleep, not spin", (double)cpu / 1e6);
+                 "parking must sleep, not spin (parker.h contract 3)", (double)cpu / 1e6);
 
     /* the same with a timed park: the unpark wins, long before the timeout */
     bg_park_start(&b, p, 10000 * MS_NS);
@@ -390,7 +391,32 @@ LAB_TEST(parker_driver, unpark_from_other_thread, 10)
     done_destroy(&a.done);
     parker_release(p);
     cr_assert(a.result, "driver_park(d, forever) woken by an unpark returned false: true means "
-              "the token was taken");
+              "the token was taken (parker.h contract 8: the same token)");
+}
+
+/* A negative timeout is "forever", not "do not wait": with no unpark the
+ * driver's park sleeps on; the unpark that comes 100 ms later ends it. */
+LAB_TEST(parker_driver_forever, sleeps_until_unparked, 10)
+{
+    struct parker *p = new_parker();
+    struct driver_park_arg a = { .d = parker_driver(p), .result = false };
+    done_init(&a.done);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, driver_park_main, &a), 0, "could not start a thread");
+    bool alone = done_wait(&a.done, 100);
+    driver_unpark(a.d);
+    bool in_time = done_wait(&a.done, STAGE02_RESCUE_MS);
+    if (in_time)
+        pthread_join(t, NULL);
+    cr_assert_not(alone, "driver_park(d, DRIVER_PARK_FOREVER) returned (%s) within 100 ms although nobody "
+                  "unparked: a negative timeout means wait for the token, for ever (parker.h contract 8)",
+                  a.result ? "true" : "false");
+    cr_assert(in_time, "a thread in driver_park(d, forever) was not woken by driver_unpark() from another thread "
+              "(still asleep after %u ms; parker.h contract 8)", STAGE02_RESCUE_MS);
+    done_destroy(&a.done);
+    parker_release(p);
+    cr_assert(a.result, "driver_park(d, forever) woken by an unpark returned false (parker.h contract 8: the same "
+              "token)");
 }
 
 /* ---- stress: two threads bat a ball back and forth through two parkers ---- */

@@ -35,3 +35,28 @@ LAB_TEST(parker_spurious, timeout_without_unpark_is_false, 5)
     cr_assert(parker_park_timeout(p, 20 * MS_NS), "after spurious wakeups, an unpark's token was not there for the next park");
     parker_release(p);
 }
+
+/* A timed park whose condition wait returns early without a signal: the
+ * deadline has not passed, so the park waits on, and returns false only at
+ * its deadline, never before. */
+LAB_TEST(parker_spurious, timed_park_waits_out_its_deadline, 5)
+{
+    struct parker *p = parker_new();
+    cr_assert_not_null(p, "parker_new returned NULL");
+    for (unsigned spurious = 1; spurious <= 3; spurious++) {
+        lab_sync_spurious(spurious);
+        uint64_t t0 = monotonic_ns();
+        bool got = parker_park_timeout(p, 50 * MS_NS);
+        uint64_t waited = monotonic_ns() - t0;
+        unsigned made = lab_sync_spurious_made();
+        lab_sync_spurious(0);
+        cr_assert_not(got, "parker_park_timeout returned true although nobody unparked (parker.h contract 5)");
+        cr_assert_geq(waited, 50 * MS_NS,
+                      "parker_park_timeout(p, 50 ms) returned false after %.1f ms: its condition wait returned %u "
+                      "time(s) without a signal, as POSIX allows (a spurious wakeup), long before the deadline, and "
+                      "the park took that for its timeout (parker.h contracts 5 and 6: a wakeup is not the token, "
+                      "nor the deadline; never early); the next hint: make hint STAGE=2 ITEM=spurious-wakeup",
+                      (double)waited / 1e6, made);
+    }
+    parker_release(p);
+}

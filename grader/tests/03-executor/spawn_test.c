@@ -92,6 +92,45 @@ LAB_TEST(spawn, hundred_thousand_before_run, 2) /* the reference: 0.1 s */
     executor_free(ex);
 }
 
+/* Wakes made while the executor is not running (from another thread's
+ * point of view: the remote end), then the run that polls the woken
+ * tasks: neither allocates anything. */
+LAB_TEST(spawn, wakes_allocate_nothing, 5)
+{
+    enum { N = 200 };
+    struct executor *ex = new_executor();
+    struct probe_stats *st = calloc(N, sizeof *st);
+    struct join_handle **jh = calloc(N, sizeof *jh);
+    cr_assert(st && jh, "out of memory in the test");
+    for (unsigned i = 0; i < N; i++) {
+        probe_init(&st[i], step_stash_once, NULL);
+        jh[i] = spawn_probe(ex, &st[i], NULL);
+    }
+    cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_IDLE, "run_until_idle with %d tasks Pending did not "
+                 "answer EXECUTOR_IDLE", N);
+    alloc_count_start();
+    for (unsigned i = 0; i < N; i++) {
+        struct waker w = probe_take_stash(&st[i]);
+        waker_wake(&w);
+    }
+    struct alloc_counts woken = alloc_count_peek();
+    expect_run(ex, EXECUTOR_OK, "tasks woken from outside the executor");
+    struct alloc_counts ran = alloc_count_stop();
+    cr_assert_eq(woken.allocs, 0, "%d wakes of tasks, made while the executor was not running, allocated %llu "
+                 "times: a wake never allocates (executor.h contract 3)", N, (unsigned long long)woken.allocs);
+    cr_assert_eq(ran.allocs, 0, "running %d woken tasks to the end allocated %llu times: queuing a woken task "
+                 "never allocates (executor.h contract 3)", N, (unsigned long long)ran.allocs);
+    for (unsigned i = 0; i < N; i++) {
+        cr_assert_eq(probe_polls(&st[i]), 2, "a task woken once was polled %u times; expected 2",
+                     probe_polls(&st[i]));
+        join_handle_drop(jh[i]);
+        probe_destroy(&st[i]);
+    }
+    free(st);
+    free(jh);
+    executor_free(ex);
+}
+
 /* ---- FIFO ------------------------------------------------------------------------------ */
 
 struct fifo_log {

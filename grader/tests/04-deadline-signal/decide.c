@@ -134,8 +134,8 @@ static void after_consumed(bool expired_won)
         expect_ready(poll_with(d.future, task, &out), &out, DEADLINE_SIGNAL_VALUE, &value_a, "the poll after the completion");
     }
     enum deadline_signal_status want = lost_to(!expired_won);
-    const char *why = expired_won ? "the timer won, and the outcome was delivered: the decision is final (contract 6)"
-                                  : "the producer won, and the value was delivered: the decision is final (contract 6)";
+    const char *why = expired_won ? "the timer won, and the outcome was delivered: the decision is final, and a poll after Ready stays CONSUMED (contracts 6 and 7)"
+                                  : "the producer won, and the value was delivered: the decision is final, and a poll after Ready stays CONSUMED (contracts 6 and 7)";
     expect_status(deadline_signal_expire(d.timer), want, "deadline_signal_expire after the outcome was delivered", why);
     expect_status(deadline_signal_complete(d.producer, &value_b), want, "deadline_signal_complete after the outcome was delivered", why);
     expect_ready(poll_with(d.future, task, &out), &out, DEADLINE_SIGNAL_CONSUMED, NULL,

@@ -224,6 +224,34 @@ LAB_TEST(timer_wheel, rearm_moves_and_refires, 5)
     timer_wheel_free(w);
 }
 
+/* The other way: a timer moved later, from level 0 to a higher level, must
+ * not fire at its old deadline, and the old slot must not stay marked. */
+LAB_TEST(timer_wheel, rearm_later_waits, 5)
+{
+    struct timer_wheel *w = new_wheel();
+    struct rec_log log;
+    rec_log_init(&log, 4);
+    struct rec_timer a;
+    rec_timer_init(&a, &log, 0, 0);
+    timer_wheel_insert(w, &a.entry, ORIGIN_NS + 10 * MS_NS);
+    timer_wheel_insert(w, &a.entry, ORIGIN_NS + 5 * SEC_NS); /* moves it later */
+    cr_assert_eq(timer_wheel_len(w), 1, "re-inserting an armed timer must move it, not add a second: len %zu "
+                 "(timer_wheel.h contract 9)", timer_wheel_len(w));
+    uint64_t next = timer_wheel_next_expiration(w);
+    cr_assert(next > ORIGIN_NS + 10 * MS_NS && next <= ORIGIN_NS + 5 * SEC_NS, "after moving a timer from 10 ms to "
+              "5 s the next expiration was %.3f s after the origin; expected after 10 ms and by 5 s (timer_wheel.h "
+              "contract 9: the old placement is gone)", (double)(next - ORIGIN_NS) / 1e9);
+    rec_advance(w, &log, ORIGIN_NS + 10 * MS_NS);
+    cr_assert_eq(log.n, 0, "a timer moved from 10 ms to 5 s fired at 10 ms, its old deadline (timer_wheel.h "
+                 "contract 9: re-inserting moves it)");
+    rec_advance(w, &log, ORIGIN_NS + 5 * SEC_NS);
+    cr_assert_eq(log.n, 1, "a timer moved from 10 ms to 5 s fired %zu times by 5 s; expected once (timer_wheel.h "
+                 "contract 9)", log.n);
+    cr_assert_eq(timer_wheel_len(w), 0, "len %zu after the only timer fired", timer_wheel_len(w));
+    rec_log_free(&log);
+    timer_wheel_free(w);
+}
+
 LAB_TEST(timer_wheel, many_timers_one_slot, 20)
 {
     unsigned n = lab_scale(100000, 1000);

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include "stage06.h"
+#include "store_buffer.h"
 
 LAB_SUITE(reactor, 10);
 LAB_SUITE(io_driver, 10);
+LAB_SUITE(io_driver_race, 15);
 
 /* A reactor and an I/O driver, no executor: the test parks by hand. */
 struct bare {
@@ -285,6 +287,50 @@ static void duo_free(struct duo *d)
     bare_free(&d->b);
 }
 
+/* One direction polled twice, by two tasks (a task moved to another
+ * worker polls with a new waker): the event wakes the waker of the latest
+ * poll, once, and the replaced one is given back at that poll. */
+LAB_TEST(reactor, latest_waker_per_direction, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    struct io_reg *reg = reg_of(b.r, sv[0]);
+    for (int dir = 0; dir < 2; dir++) {
+        enum io_direction d = dir == 0 ? IO_READ : IO_WRITE;
+        const char *name = dir == 0 ? "read" : "write";
+        struct counting_waker *first = counting_waker_new("first"), *latest = counting_waker_new("latest");
+        struct waker w1 = counting_waker_get(first), w2 = counting_waker_get(latest);
+        struct context cx1 = context_from_waker(&w1), cx2 = context_from_waker(&w2);
+        struct io_ready ev;
+        cr_assert_eq(reactor_poll_ready(reg, d, &cx1, &ev), POLL_PENDING, "%s-ready before any event", name);
+        cr_assert_eq(reactor_poll_ready(reg, d, &cx2, &ev), POLL_PENDING, "%s-ready before any event", name);
+        long kept = counting_waker_counts(first).live - 1;
+        struct epoll_event e = { .events = dir == 0 ? EPOLLIN : EPOLLOUT, .data.u64 = reactor_test_token(reg) };
+        reactor_dispatch(b.r, &e, 1);
+        unsigned by_first = counting_waker_woken(first), by_latest = counting_waker_woken(latest);
+        cr_assert(by_first == 0 && by_latest == 1, "a %s poll_ready with waker \"first\", then again with waker "
+                  "\"latest\", then an event making it %s-ready: \"first\" was woken %u times and \"latest\" %u "
+                  "times. The direction's waker is the latest poll's, woken once (reactor.h contract 3; "
+                  "poll_ready: the latest waker wins)", name, name, by_first, by_latest);
+        cr_assert_eq(kept, 0, "after a second %s poll_ready with another waker the reactor still held %ld "
+                     "reference(s) to the replaced one: it is given back at the poll that replaces it (reactor.h "
+                     "contract 3; poll_ready)", name, kept);
+        cr_assert_eq(reactor_poll_ready(reg, d, &cx2, &ev), POLL_READY, "not %s-ready after the event", name);
+        reactor_clear_ready(reg, ev);
+        reactor_drop_waker(reg, d);
+        cr_assert_eq(counting_waker_counts(first).live, 1, "the replaced waker is still held");
+        cr_assert_eq(counting_waker_counts(latest).live, 1, "the woken waker is still held");
+        counting_waker_free(first);
+        counting_waker_free(latest);
+    }
+    reactor_deregister(b.r, reg);
+    close(sv[0]);
+    close(sv[1]);
+    bare_free(&b);
+}
+
 /* A reader and a writer wait on one socket: data wakes the reader only,
  * room to write wakes the writer only. */
 LAB_TEST(reactor, read_and_write_wake_independently, 5)
@@ -300,7 +346,8 @@ LAB_TEST(reactor, read_and_write_wake_independently, 5)
     park_until_woken(&d.b, d.rw, 1);
     cr_assert_eq(counting_waker_woken(d.rw), 1, "a byte arrived, the reader was woken %u times; expected 1",
                  counting_waker_woken(d.rw));
-    cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken: only readable came");
+    cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken: only readable came "
+                 "(reactor.h contract 3)");
 
     /* the peer drains everything: room to write */
     static char sink[65536];
@@ -329,7 +376,7 @@ LAB_TEST(reactor, writer_registered_last, 5)
                  "expected 1: the writer's later registration took the reader's place (reactor.h contract 3); "
                  "the next hint: make hint STAGE=6 ITEM=two-wakers",
                  counting_waker_woken(d.rw));
-    cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken");
+    cr_assert_eq(counting_waker_woken(d.ww), 0, "a byte arrived and the writer was woken (reactor.h contract 3)");
     duo_free(&d);
 }
 
@@ -375,6 +422,57 @@ static void *park_forever(void *arg)
     atomic_store_explicit(&p->at, monotonic_ns(), memory_order_relaxed); /* published by the release below */
     atomic_store_explicit(&p->returned, true, memory_order_release);  /* pairs with the test's acquire loads */
     return NULL;
+}
+
+/* An unpark that reads the state word with a load and then writes the
+ * token, against an owner that parks in between, forced on every run
+ * (lab_sb_unpark_race, common/testing): the unpark is single-stepped and
+ * stopped at its first plain access to the driver (alone on its page), the
+ * owner parks meanwhile (epoll_wait, 4 s), and the unpark goes on. An
+ * unpark whose first access is a read-modify-write is never stopped. */
+static void race_unpark(void *arg) { driver_unpark(((struct bare *)arg)->d); }
+static void race_park(void *arg)
+{
+    (void)driver_park(((struct bare *)arg)->d, (int64_t)(4000 * MS_NS * (uint64_t)LAB_TIMEOUT_SCALE));
+}
+
+LAB_TEST(io_driver_race, owner_parks_while_unpark_reads_the_state, 15)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("the unpark is stopped by single-stepping with x86-64's trap flag; this machine is not "
+                     "x86-64");
+#else
+    struct bare b;
+    b.r = reactor_new();
+    cr_assert_not_null(b.r, "reactor_new returned NULL");
+    alloc_own_pages(true);
+    b.io = io_driver_new(b.r);
+    alloc_own_pages(false);
+    cr_assert_not_null(b.io, "io_driver_new returned NULL");
+    b.d = io_driver_driver(b.io);
+    unsigned wake_ms = 1000u * (unsigned)LAB_TIMEOUT_SCALE;
+    struct lab_sb_park sp = { .page = (void *)((uintptr_t)b.io & ~(uintptr_t)4095), .unpark = race_unpark,
+                              .park = race_park, .arg = &b, .wake_ms = wake_ms };
+    struct lab_sb_park_result r;
+    cr_assert(lab_sb_unpark_race(&sp, &r), "could not start a thread (test machine out of resources)");
+    char note[256];
+    const char *unjudged = lab_sb_unpark_unjudged(&r, "the I/O driver", note, sizeof note);
+    lab_note("%s", note);
+    if (unjudged)
+        lab_cannot_judge("%s", unjudged);
+    cr_assert(r.returned || !r.watched,
+              "the I/O driver's unpark read the driver's state with a plain access (no read-modify-write) and was "
+              "stopped right after it; meanwhile the owner called park, found no token, and went to sleep in "
+              "epoll_wait. The unpark then went on and ended, and the owner was still in epoll_wait %u ms later: "
+              "what the unpark read was stale by the time it wrote the token, so it wrote no eventfd. The unpark was lost (io_driver.h contract 1): what does a read of the state tell an unpark about a state the owner may change before the unpark writes? The next "
+              "hint: make hint STAGE=6 ITEM=cross-thread-unpark",
+              wake_ms);
+    cr_assert(r.returned,
+              "the I/O driver's unpark ended before the owner called park, and park (4 s) then did not return "
+              "within %u ms: an unpark made before park was lost (io_driver.h contract 1)",
+              wake_ms);
+    bare_free(&b);
+#endif
 }
 
 /* A thread parked in epoll_wait with no timeout; another thread unparks it:
@@ -426,6 +524,51 @@ LAB_TEST(io_driver, unpark_interrupts_untimed_wait, 10)
 }
 
 /* An unpark before the park is the token: the next park returns at once. */
+/* park(0) with a token and without: both read epoll and dispatch the byte
+ * that is already there; the token goes with the first, so the second
+ * park(0) of each round finds none. */
+LAB_TEST(io_driver, zero_park_polls_the_kernel, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    struct io_reg *reg = reg_of(b.r, sv[0]);
+    driver_park(b.d, 0); /* the socket's initial edge, out of the way */
+    struct counting_waker *cw = counting_waker_new("reader");
+    struct waker w = counting_waker_get(cw);
+    struct context cx = context_from_waker(&w);
+    struct io_ready ev;
+    for (int token = 0; token < 2; token++) {
+        const char *how = token ? "with a token (an unpark made before it)" : "without a token";
+        cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev), POLL_PENDING, "read-ready with nothing sent");
+        unsigned woken = counting_waker_woken(cw);
+        if (token)
+            driver_unpark(b.d);
+        cr_assert(write(sv[1], "z", 1) == 1, "write failed in the test itself");
+        bool got = driver_park(b.d, 0);
+        cr_assert_eq(counting_waker_woken(cw), woken + 1, "park(0) %s returned, and the reader of a socket with a "
+                     "byte already in it was not woken: that park did not read epoll and dispatch what it "
+                     "returned (io_driver.h contract 4)", how);
+        cr_assert_eq(got, (bool)token, "park(0) %s returned %s (io_driver.h contract 4: a zero park takes the "
+                     "token if there is one)", how, got ? "true" : "false");
+        cr_assert_not(driver_park(b.d, 0), "a second park(0) after one %s returned true: the first did not take "
+                      "the token (io_driver.h contract 4)", how);
+        cr_assert_eq(reactor_poll_ready(reg, IO_READ, &cx, &ev), POLL_READY, "the woken reader was not read-ready");
+        char c;
+        cr_assert(read(sv[0], &c, 1) == 1, "the byte was not there to read");
+        cr_assert(read(sv[0], &c, 1) < 0 && errno == EAGAIN, "a second byte was there to read");
+        reactor_clear_ready(reg, ev);
+    }
+    reactor_drop_waker(reg, IO_READ);
+    reactor_deregister(b.r, reg);
+    close(sv[0]);
+    close(sv[1]);
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "the reactor kept a reference to the reader's waker");
+    counting_waker_free(cw);
+    bare_free(&b);
+}
+
 LAB_TEST(io_driver, unpark_before_park_is_kept, 5)
 {
     struct bare b;

@@ -153,6 +153,91 @@ static void trickle_run(bool short_read)
     iostack_free(&s);
 }
 
+
+/* Reads until it has `want` bytes. */
+struct fill_reader {
+    struct tcp_stream *st;
+    size_t want;
+    struct drained *d;
+    atomic_bool *done;
+};
+
+static enum poll fill_reader_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct fill_reader *f = self;
+    char buf[64];
+    f->d->polls++;
+    while (f->d->got < f->want) {
+        ssize_t n;
+        if (tcp_stream_poll_read(f->st, cx, buf, sizeof buf, &n) == POLL_PENDING)
+            return POLL_PENDING;
+        if (n <= 0) {
+            f->d->err = n;
+            f->d->eof = n == 0;
+            break;
+        }
+        f->d->got += (size_t)n;
+    }
+    atomic_store_explicit(f->done, true, memory_order_release); /* pairs with the rescuer's acquire load */
+    return POLL_READY;
+}
+static const struct future_vtable fill_reader_vt = FUTURE_VTABLE_INIT(struct fill_reader, 0, fill_reader_poll, NULL);
+
+struct rescuer {
+    int fd;
+    atomic_bool *done;
+    bool rescued;
+};
+
+/* Two seconds for the reader; then the peer shuts its write half, whose
+ * edge lets a reader that waits for an edge out. */
+static void *rescue_later(void *arg)
+{
+    struct rescuer *r = arg;
+    for (int i = 0; i < 2000 * LAB_TIMEOUT_SCALE; i++) {
+        /* acquire: pairs with the reader's release store */
+        if (atomic_load_explicit(r->done, memory_order_acquire))
+            return NULL;
+        lab_sleep_ms(1);
+    }
+    r->rescued = true;
+    shutdown(r->fd, SHUT_WR);
+    return NULL;
+}
+
+/* Short reads on (the default): 200 bytes sent at once, read 64 at a time.
+ * A read that fills the buffer says nothing about what is left: the bytes
+ * after it are already there and no new edge will come for them. */
+LAB_TEST(tcp, full_read_keeps_readable, 5)
+{
+    struct iostack s;
+    iostack_new(&s);
+    struct conn c;
+    conn_new(&s, &c);
+    static char msg[200];
+    memset(msg, 'f', sizeof msg);
+    cr_assert_eq(send(c.peer, msg, sizeof msg, MSG_NOSIGNAL), (ssize_t)sizeof msg, "send failed in the test itself");
+    atomic_bool done;
+    atomic_init(&done, false);
+    struct drained d = { 0 };
+    struct fill_reader fr = { .st = c.st, .want = sizeof msg, .d = &d, .done = &done };
+    struct rescuer rs = { .fd = c.peer, .done = &done };
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, rescue_later, &rs), 0, "pthread_create failed");
+    enum executor_status st = executor_block_on(s.ex, future_of(&fill_reader_vt, &fr), NULL);
+    pthread_join(th, NULL);
+    lab_note("%zu bytes in %lu polls%s", d.got, d.polls, rs.rescued ? ", after the peer's rescue" : "");
+    cr_assert_eq(st, EXECUTOR_OK, "block_on(read 200 bytes) ended with %s", executor_status_str(st));
+    cr_assert_not(rs.rescued, "200 bytes were sent at once and read 64 at a time, short reads on: after %zu bytes "
+                  "the reader waited for an edge with the rest already in the socket, and got them only when the "
+                  "peer shut down its half 2 s later. A read that filled the buffer was taken for a short read "
+                  "(tcp.h contract 5: only a read that fills less than the buffer clears readable)", d.got);
+    cr_assert_eq(d.got, sizeof msg, "%zu of 200 bytes arrived (err %zd)", d.got, d.err);
+    conn_free(&c);
+    iostack_free(&s);
+}
+
 LAB_TEST(tcp, trickle_drains_to_eagain, 5) { trickle_run(false); }
 LAB_TEST(tcp, trickle_with_short_reads, 5) { trickle_run(true); }
 
@@ -324,6 +409,44 @@ LAB_TEST(tcp, accept_emfile_backs_off, 10)
                  "(tcp.h contract 4)",
                  cpu / 1e6);
     tcp_stream_close(res.stream);
+    close(client);
+    tcp_listener_close(l);
+    iostack_free(&s);
+}
+
+/* Without a time driver there is nothing to back off on: EMFILE is the
+ * accept's answer, at once, not a wait for an edge that will not come
+ * (the client stays in the backlog, the listener stays readable). */
+LAB_TEST(tcp, accept_emfile_without_timer_is_the_error, 10)
+{
+    struct iostack s;
+    iostack_new(&s);
+    struct tcp_listener *l = NULL;
+    int e = tcp_listener_bind(s.r, NULL, "127.0.0.1", 0, &l);
+    cr_assert_eq(e, 0, "tcp_listener_bind on 127.0.0.1:0 without a time driver failed: %s", strerror(-e));
+    int client = raw_connect(tcp_listener_port(l));
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rlim_t saved = rl.rlim_cur;
+    int probe = dup(0);
+    cr_assert_geq(probe, 0, "dup failed in the test itself");
+    close(probe);
+    rl.rlim_cur = (rlim_t)probe; /* every new descriptor from here fails with EMFILE */
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "setrlimit failed in the test itself");
+    struct tcp_accept acc = tcp_accept(l);
+    struct tcp_stream_result res = { .err = 1 };
+    struct timeout to = timeout_new(tcp_accept_future(&acc), &res, s.td, 2000 * MS_NS);
+    enum timeout_result tr = TIMEOUT_ELAPSED;
+    enum executor_status st = executor_block_on(s.ex, timeout_future(&to), &tr);
+    rl.rlim_cur = saved;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    cr_assert_eq(st, EXECUTOR_OK, "block_on(timeout(accept)) ended with %s", executor_status_str(st));
+    cr_assert_eq(tr, TIMEOUT_OK, "an accept on a listener without a time driver, a client waiting and no "
+                 "descriptor free, was still Pending after 2 s: EMFILE was taken for \"nothing to accept\", and "
+                 "no new edge comes for a client already in the backlog (tcp.h contract 4: without a time driver "
+                 "the error is the future's output)");
+    cr_assert_eq(res.err, -EMFILE, "the accept's output was %d (%s); expected -EMFILE (tcp.h contract 4: without a "
+                 "time driver the error is the future's output)", res.err, res.err < 0 ? strerror(-res.err) : "");
     close(client);
     tcp_listener_close(l);
     iostack_free(&s);

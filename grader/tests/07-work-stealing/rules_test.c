@@ -33,6 +33,7 @@
 #include "stage07.h"
 #include "channel.h"
 #include "coop.h"
+#include "explore.h"
 #include "still_clock.h"
 #include "store_buffer.h"
 
@@ -94,6 +95,111 @@ LAB_TEST(chan_rules, bounded_waiters_keep_the_latest_waker, 5)
                      counting_waker_counts(latest).live);
         counting_waker_free(first);
         counting_waker_free(latest);
+    }
+}
+
+/* A send that frees a waiting receiver, a receive that frees a waiting
+ * sender (a bounded channel of one): each wakes the other side while the
+ * waking thread holds no lock at all, the channel's or any other. */
+LAB_TEST(chan_rules, wakes_outside_every_lock, 5)
+{
+    for (int side = 0; side < 2; side++) { /* 0: a send wakes a receiver; 1: a receive wakes a sender */
+        const char *what = side == 0 ? "a send into an empty bounded channel woke the waiting receive"
+                                     : "a receive from a full bounded channel woke the waiting send";
+        struct chan *c = chan_new(1);
+        cr_assert_not_null(c, "chan_new(1) returned NULL");
+        struct explore_waker *ew = explore_waker_new(side == 0 ? "receiver" : "sender");
+        struct waker w = explore_waker_get(ew);
+        struct context cx = context_from_waker(&w);
+        struct waker nw = noop_waker();
+        struct context ncx = context_from_waker(&nw);
+        enum chan_status st;
+        uint64_t v = 0;
+        struct chan_recv r, taker;
+        struct chan_send s, giver;
+        if (side == 0) {
+            chan_recv_init(&r, c);
+            cr_assert_eq(chan_recv_poll(&r, &cx, &v, &st), POLL_PENDING, "a receive on an empty channel was Ready");
+            chan_send_init(&giver, c, 5);
+            lab_sync_reset();
+            lab_sync_track(true);
+            enum poll p = chan_send_poll(&giver, &ncx, &st);
+            lab_sync_track(false);
+            cr_assert_eq(p, POLL_READY, "a send into an empty channel of capacity 1 waited");
+            chan_send_drop(&giver);
+        } else {
+            cr_assert(chan_try_send(c, 1), "chan_try_send on an empty channel of capacity 1 failed");
+            chan_send_init(&s, c, 2);
+            cr_assert_eq(chan_send_poll(&s, &cx, &st), POLL_PENDING, "a send on a full channel was Ready");
+            chan_recv_init(&taker, c);
+            lab_sync_reset();
+            lab_sync_track(true);
+            enum poll p = chan_recv_poll(&taker, &ncx, &v, &st);
+            lab_sync_track(false);
+            cr_assert_eq(p, POLL_READY, "a receive on a full channel waited");
+            chan_recv_drop(&taker);
+        }
+        const char *bad = lab_sync_wake_under_lock();
+        cr_assert_eq(explore_waker_woken(ew), 1u, "%s %u times, not once (channel.h contract 3)", what,
+                     explore_waker_woken(ew));
+        cr_assert_null(bad, "%s: %s (channel.h contract 3: the waiter is woken, after every lock is released)",
+                       what, bad);
+        if (side == 0) {
+            cr_assert_eq(chan_recv_poll(&r, &cx, &v, &st), POLL_READY, "the woken receive was not Ready");
+            chan_recv_drop(&r);
+        } else {
+            cr_assert_eq(chan_send_poll(&s, &cx, &st), POLL_READY, "the woken send was not Ready");
+            chan_send_drop(&s);
+        }
+        chan_free(c);
+        cr_assert_eq(explore_waker_live(ew), 1, "the channel kept a reference to the waker");
+        explore_waker_free(ew);
+    }
+}
+
+/* The budget from the other side: a send polled with the budget spent sends
+ * nothing, a receive polled with it spent takes nothing, on a bounded and
+ * an unbounded channel; both answer Pending and the message is where it
+ * was. */
+LAB_TEST(chan_rules, spent_budget_sends_and_takes_nothing, 5)
+{
+    for (int bounded = 0; bounded < 2; bounded++) {
+        const char *kind = bounded ? "a bounded channel with room" : "an unbounded channel";
+        struct chan *c = chan_new(bounded ? 4 : 0);
+        cr_assert_not_null(c, "chan_new failed");
+        struct waker nw = noop_waker();
+        struct context cx = context_from_waker(&nw);
+        enum chan_status st;
+        uint64_t v = 0;
+        struct chan_send s;
+        chan_send_init(&s, c, 7);
+        coop_reset(0);
+        enum poll sent = chan_send_poll(&s, &cx, &st);
+        coop_unlimit();
+        chan_send_drop(&s);
+        struct chan_recv r;
+        chan_recv_init(&r, c);
+        enum poll got = chan_recv_poll(&r, &cx, &v, &st);
+        chan_recv_drop(&r);
+        cr_assert(sent == POLL_PENDING && got == POLL_PENDING, "a send on %s polled with the budget spent answered "
+                  "%s, and a receive then %s: a poll with the budget spent is Pending having sent nothing "
+                  "(channel.h contract 4)", kind, sent == POLL_READY ? "Ready" : "Pending",
+                  got == POLL_READY ? "found the message" : "found nothing");
+        cr_assert(chan_try_send(c, 9), "chan_try_send on %s failed", kind);
+        chan_recv_init(&r, c);
+        coop_reset(0);
+        got = chan_recv_poll(&r, &cx, &v, &st);
+        coop_unlimit();
+        chan_recv_drop(&r);
+        cr_assert_eq(got, POLL_PENDING, "a receive on %s holding a message, polled with the budget spent, was "
+                     "Ready: a poll with the budget spent is Pending (channel.h contract 4)", kind);
+        chan_recv_init(&r, c);
+        got = chan_recv_poll(&r, &cx, &v, &st);
+        chan_recv_drop(&r);
+        cr_assert(got == POLL_READY && st == CHAN_OK && v == 9, "after a receive polled with the budget spent, "
+                  "the message was gone from %s: that poll took it and returned Pending, and nobody got it "
+                  "(channel.h contract 4)", kind);
+        chan_free(c);
     }
 }
 

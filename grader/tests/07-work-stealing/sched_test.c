@@ -1017,6 +1017,28 @@ static enum poll nap_poll(void *self, struct context *cx, void *out)
 static void nap_drop(void *self) { sleep_drop(&((struct nap *)self)->s); }
 static const struct future_vtable nap_vt = FUTURE_VTABLE_INIT(struct nap, 0, nap_poll, nap_drop);
 
+LAB_SUITE(driver_idle, 10);
+
+/* Two workers and nothing to run for half a second: one parks in the
+ * driver, the other on its own condition variable; neither spends CPU. */
+LAB_TEST(driver_idle, idle_workers_cost_nothing, 5)
+{
+    struct parker *p = parker_new();
+    cr_assert_not_null(p, "parker_new failed");
+    struct ws_runtime *rt = ws_runtime_new(2, parker_driver(p));
+    cr_assert_not_null(rt, "ws_runtime_new failed");
+    lab_sleep_ms(50); /* the workers find nothing and go to sleep */
+    uint64_t c0 = process_cpu_ns(), t0 = monotonic_ns();
+    lab_sleep_ms(500);
+    uint64_t cpu = process_cpu_ns() - c0, wall = monotonic_ns() - t0;
+    ws_runtime_free(rt);
+    parker_release(p);
+    lab_note("two idle workers: %.1f ms of CPU in %.1f ms", cpu / 1e6, wall / 1e6);
+    cr_assert_lt(cpu, (uint64_t)(50 * 1000000 * LAB_TIMEOUT_SCALE), "a runtime of two workers with nothing to run "
+                 "used %.1f ms of CPU in %.1f ms: an idle worker kept running instead of sleeping (runtime.h "
+                 "contract 5: waiting costs nothing)", cpu / 1e6, wall / 1e6);
+}
+
 LAB_TEST(driver, sleeps_fire_on_idle_workers, 5)
 {
     struct parker *p = parker_new();

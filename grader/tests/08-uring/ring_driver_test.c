@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include "stage08.h"
+#include "store_buffer.h"
 
 LAB_SUITE(ring_driver, 10);
+LAB_SUITE(ring_driver_race, 15);
 
 struct unparker {
     struct ring *r;
@@ -268,4 +270,49 @@ LAB_TEST(ring_driver, unpark_from_many_threads, 10)
     for (int i = 0; i < 3; i++)
         pthread_join(t[i], NULL);
     ring_free_checked(r);
+}
+
+/* An unpark that reads the state word with a load and then writes the
+ * token, against an owner that parks in between, forced on every run
+ * (lab_sb_unpark_race, common/testing): the unpark is single-stepped and
+ * stopped at its first plain access to the ring (alone on its page), the
+ * owner parks meanwhile (io_uring_enter, 4 s), and the unpark goes on. An
+ * unpark whose first access is a read-modify-write is never stopped. */
+static void race_unpark(void *arg) { driver_unpark(ring_driver(arg)); }
+static void race_park(void *arg)
+{
+    (void)driver_park(ring_driver(arg), (int64_t)(4000 * MS_NS * (uint64_t)LAB_TIMEOUT_SCALE));
+}
+
+LAB_TEST(ring_driver_race, owner_parks_while_unpark_reads_the_state, 15)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("the unpark is stopped by single-stepping with x86-64's trap flag; this machine is not "
+                     "x86-64");
+#else
+    alloc_own_pages(true);
+    struct ring *r = ring_or_skip(8, 16);
+    alloc_own_pages(false);
+    struct lab_sb_park sp = { .page = (void *)((uintptr_t)r & ~(uintptr_t)4095), .unpark = race_unpark,
+                              .park = race_park, .arg = r, .wake_ms = UNPARK_DEADLINE_MS };
+    struct lab_sb_park_result res;
+    cr_assert(lab_sb_unpark_race(&sp, &res), "could not start a thread (test machine out of resources)");
+    char note[256];
+    const char *unjudged = lab_sb_unpark_unjudged(&res, "the ring", note, sizeof note);
+    lab_note("%s", note);
+    if (unjudged)
+        lab_cannot_judge("%s", unjudged);
+    cr_assert(res.returned || !res.watched,
+              "the ring's unpark read the ring's state with a plain access (no read-modify-write) and was stopped "
+              "right after it; meanwhile the owner called park, found no token, and went to sleep in "
+              "io_uring_enter. The unpark then went on and ended, and the owner was still waiting %u ms later: "
+              "what the unpark read was stale by the time it wrote the token, so it wrote no eventfd. The unpark was lost (ring.h contract 4): what does a read of the state tell an unpark about a state the owner may change before the unpark writes? The next hint: "
+              "make hint STAGE=8 ITEM=cross-thread-unpark",
+              (unsigned)UNPARK_DEADLINE_MS);
+    cr_assert(res.returned,
+              "the ring's unpark ended before the owner called park, and park (4 s) then did not return within "
+              "%u ms: an unpark made before park was lost (ring.h contract 4)",
+              (unsigned)UNPARK_DEADLINE_MS);
+    ring_free_checked(r);
+#endif
 }
