@@ -60,7 +60,7 @@ struct pbuf {
     uint16_t *held;        /* ids of the held buffers, in order of arrival (a FIFO of count) */
     unsigned nheld, held_head;
     size_t head_off;       /* bytes of the first held buffer already copied out */
-    bool starved;          /* ended by the kernel, to be submitted again when a buffer is back */
+    bool starved;          /* the kernel ended the receive (-ENOBUFS); the stream did not end */
 };
 /* end quote: pbuf */
 
