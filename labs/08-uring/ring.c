@@ -39,12 +39,6 @@
 enum { EMPTY = 0, PARKED = 1, NOTIFIED = 2 };
 enum { OP_FREE = 0, OP_LIVE, OP_ORPHAN };
 
-/* user_data of the SQEs that are no operation's (a slot's id is never
- * below 1 << 32: generations start at 1) */
-#define UD_WAKE UINT64_C(1)    /* the eventfd read */
-#define UD_CANCEL UINT64_C(2)  /* an async cancel: its own CQE says nothing we need */
-#define REAP_BATCH 8u          /* CQEs copied out per peek */
-
 /* quote: pbuf */
 /* A multishot receive's provided buffers (ring.h contract 6). Buffer i is
  * mem + i * size. Each is in exactly one place: in the kernel's ring
@@ -59,7 +53,7 @@ struct pbuf {
     uint16_t *held;        /* ids of the held buffers, in order of arrival (a FIFO of count) */
     unsigned nheld, held_head;
     size_t head_off;       /* bytes of the first held buffer already copied out */
-    bool starved;          /* ended by the kernel, to be submitted again when a buffer is back */
+    bool starved;          /* the kernel ended the receive (-ENOBUFS); the stream did not end */
 };
 /* end quote: pbuf */
 
@@ -88,7 +82,7 @@ struct ring {
     unsigned ops_live, orphans;  /* slots in use (orphans included), orphans */
     uint64_t sqes, cancels;      /* SQEs queued for operations, cancels queued */
     unsigned bufs_held;          /* provided buffers held, every operation's */
-    int todo_your_fields_here; /* TODO: the eventfd and the 8 bytes its read fills; the state word; the enter and unpark counters of ring_test_stats (docs/08-uring.md#the-ring-driver) */
+    int todo_your_fields_here; /* TODO: ring.h contract 4: what must the ring hold so that another thread can end a park through the ring, and know whether the owner is in the kernel at all? And ring_test_stats' two counters (docs/08-uring.md#the-ring-driver) */
 };
 
 static struct op *lookup(struct ring *r, ring_op_id id)
@@ -172,7 +166,7 @@ static inline void free_op(struct ring *r, struct op *o)
 {
     (void)r;
     (void)o;
-    LAB_TODO("the slot back on the free list, its id stale, everything it owns freed, the descriptors it holds closed (docs/08-uring.md#the-slab)");
+    LAB_TODO("the slab: once the slot is free, what must a late CQE carrying its old id find? And what does the slot still own that nobody else will free or close? (docs/08-uring.md#the-slab)");
 }
 /* end quote: free-op */
 
@@ -183,7 +177,7 @@ static inline void give_back(struct pbuf *pb, uint16_t bid)
 {
     (void)pb;
     (void)bid;
-    LAB_TODO("ring.h contract 6: an entry at the ring's tail naming the buffer's address, size and id, then the tail moved so that the kernel sees it (docs/08-uring.md#provided-buffers)");
+    LAB_TODO("ring.h contract 6: the kernel may fill the buffer from the moment it can see it in its ring; what must it find there, and what makes it see it only once it is all written? (docs/08-uring.md#giving-a-buffer-back)");
 }
 /* end quote: give-back */
 
@@ -207,7 +201,7 @@ static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t f
     (void)ud;
     (void)res;
     (void)flags;
-    LAB_TODO("ring.h contracts 1, 2 and 5: the wake read, a cancel's own CQE, a stale id; then, for an operation: is it still the kernel's, whom to wake, and what an orphan's completion frees or closes (docs/08-uring.md#dispatching-a-completion)");
+    LAB_TODO("ring.h contracts 1, 2 and 5: whose CQE is this (not every user_data is an operation's, and an id may be stale)? Is it its operation's last, and who must hear of it: a future, or nobody? (docs/08-uring.md#dispatching-a-completion)");
 }
 /* end quote: dispatch */
 
@@ -216,7 +210,7 @@ static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t f
 static inline void reap(struct ring *r)
 {
     (void)r;
-    LAB_TODO("ring.h contract 3: copy a batch out, give the slots back, dispatch; until none is left, the overflowed ones included (docs/08-uring.md#cq-overflow)");
+    LAB_TODO("ring.h contract 3: every CQE there is, those the kernel kept aside included. Why may dispatch not run on a CQE still in the ring, and how far may the head move? (docs/08-uring.md#cq-overflow)");
 }
 /* end quote: reap */
 
@@ -224,7 +218,7 @@ static inline void reap(struct ring *r)
 static inline void prep_wake_read(struct ring *r)
 {
     (void)r;
-    LAB_TODO("ring.h contract 4: an 8-byte read of the eventfd into the ring's own field, with the user_data that says \"wake\" (docs/08-uring.md#the-ring-driver)");
+    LAB_TODO("ring.h contract 4: the read an unpark's eventfd write completes. Into whose memory does the kernel read, for how long, and how will dispatch know its CQE? (docs/08-uring.md#the-ring-driver)");
 }
 
 int ring_op_start(struct ring *r, enum ring_op_kind kind, int fd, const void *data, size_t len, ring_op_id *id)
@@ -264,7 +258,7 @@ enum poll ring_op_poll(struct ring *r, ring_op_id id, struct context *cx, int32_
     (void)id;
     (void)cx;
     (void)res;
-    LAB_TODO("ring.h contract 5: a completion to hand out, or the latest waker registered (docs/08-uring.md#polling-an-operation)");
+    LAB_TODO("ring.h contract 5: a completion to hand out, or Pending; which waker must the next CQE wake, and what becomes of the one held before? (docs/08-uring.md#polling-an-operation)");
 }
 
 void *ring_op_buffer(struct ring *r, ring_op_id id)
@@ -320,9 +314,7 @@ int ring_recv_multi_start(struct ring *r, int fd, unsigned nbufs, size_t buf_siz
     pb->bgid = (uint16_t)(o - r->ops); /* one group per slot: max_ops is below 65536 */
     io_uring_buf_ring_init(pb->br);
     for (unsigned i = 0; i < nbufs; i++)
-        io_uring_buf_ring_add(pb->br, pb->mem + (size_t)i * buf_size, pb->size, (unsigned short)i,
-                              io_uring_buf_ring_mask(nbufs), (int)i);
-    io_uring_buf_ring_advance(pb->br, (int)nbufs); /* every buffer the kernel's */
+        give_back(pb, (uint16_t)i); /* every buffer the kernel's: your give_back, used before any CQE */
     struct io_uring_buf_reg reg = { .ring_addr = (uint64_t)(uintptr_t)pb->br, .ring_entries = nbufs, .bgid = pb->bgid };
     int e = io_uring_register_buf_ring(&r->ring, &reg, 0); /* Linux 5.19 */
     if (e < 0) {

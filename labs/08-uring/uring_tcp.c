@@ -81,7 +81,7 @@ enum poll uring_accept_poll(struct uring_accept *a, struct context *cx, struct u
     (void)a;
     (void)cx;
     (void)out;
-    LAB_TODO("uring_tcp.h contract 3, ring.h contract 2: one multishot accept for the listener's life; when must it be started again? (docs/08-uring.md#multishot-accept)");
+    LAB_TODO("uring_tcp.h contract 3, ring.h contract 2: one multishot accept for the listener's life; what ends it, and when, and only when, may a new one start? (docs/08-uring.md#when-a-multishot-accept-ends)");
 }
 
 void uring_accept_drop(struct uring_accept *a)
@@ -143,7 +143,7 @@ enum poll uring_read_poll(struct uring_read *rd, struct context *cx, ssize_t *ou
 void uring_read_drop(struct uring_read *rd)
 {
     (void)rd;
-    LAB_TODO("uring_tcp.h contract 2 (docs/08-uring.md#dropping-a-future-the-orphan)");
+    LAB_TODO("uring_tcp.h contract 2: the future goes; what of its operation, which the kernel may still be using? (docs/08-uring.md#dropping-a-future-the-orphan)");
 }
 
 static enum poll read_poll_erased(void *self, struct context *cx, void *out) { return uring_read_poll(self, cx, out); }
@@ -168,7 +168,7 @@ enum poll uring_write_poll(struct uring_write *wr, struct context *cx, ssize_t *
 void uring_write_drop(struct uring_write *wr)
 {
     (void)wr;
-    LAB_TODO("uring_tcp.h contract 2 (docs/08-uring.md#dropping-a-future-the-orphan)");
+    LAB_TODO("uring_tcp.h contract 2: the future goes; what of its operation, which the kernel may still be using? (docs/08-uring.md#dropping-a-future-the-orphan)");
 }
 
 static enum poll write_poll_erased(void *self, struct context *cx, void *out) { return uring_write_poll(self, cx, out); }

@@ -38,12 +38,14 @@
 enum { EMPTY = 0, PARKED = 1, NOTIFIED = 2 };
 enum { OP_FREE = 0, OP_LIVE, OP_ORPHAN };
 
+/* BEGIN STUDENT HIDDEN */
 /* user_data of the SQEs that are no operation's (a slot's id is never
  * below 1 << 32: generations start at 1) */
 #define UD_WAKE UINT64_C(1)    /* the eventfd read */
 #define UD_CANCEL UINT64_C(2)  /* an async cancel: its own CQE says nothing we need */
 #define REAP_BATCH 8u          /* CQEs copied out per peek */
 
+/* END STUDENT */
 /* quote: pbuf */
 /* A multishot receive's provided buffers (ring.h contract 6). Buffer i is
  * mem + i * size. Each is in exactly one place: in the kernel's ring
@@ -58,7 +60,7 @@ struct pbuf {
     uint16_t *held;        /* ids of the held buffers, in order of arrival (a FIFO of count) */
     unsigned nheld, held_head;
     size_t head_off;       /* bytes of the first held buffer already copied out */
-    bool starved;          /* ended by the kernel, to be submitted again when a buffer is back */
+    bool starved;          /* the kernel ended the receive (-ENOBUFS); the stream did not end */
 };
 /* end quote: pbuf */
 
@@ -87,7 +89,7 @@ struct ring {
     unsigned ops_live, orphans;  /* slots in use (orphans included), orphans */
     uint64_t sqes, cancels;      /* SQEs queued for operations, cancels queued */
     unsigned bufs_held;          /* provided buffers held, every operation's */
-    /* BEGIN STUDENT FIELDS: the eventfd and the 8 bytes its read fills; the state word; the enter and unpark counters of ring_test_stats (docs/08-uring.md#the-ring-driver) */
+    /* BEGIN STUDENT FIELDS: ring.h contract 4: what must the ring hold so that another thread can end a park through the ring, and know whether the owner is in the kernel at all? And ring_test_stats' two counters (docs/08-uring.md#the-ring-driver) */
     int efd;
     uint64_t efd_val;      /* the kernel's while the wake read is submitted */
     atomic_int state;      /* EMPTY, PARKED or NOTIFIED (above) */
@@ -212,7 +214,7 @@ static void pbuf_free(struct ring *r, struct pbuf *pb)
 /* quote: free-op */
 static inline void free_op(struct ring *r, struct op *o)
 {
-    /* BEGIN STUDENT: the slot back on the free list, its id stale, everything it owns freed, the descriptors it holds closed (docs/08-uring.md#the-slab) */
+    /* BEGIN STUDENT: the slab: once the slot is free, what must a late CQE carrying its old id find? And what does the slot still own that nobody else will free or close? (docs/08-uring.md#the-slab) */
     if (o->kind == RING_ACCEPT_MULTI)
         for (unsigned i = 0; i < o->nres; i++) {
             int32_t fd = o->res[(o->res_head + i) % o->res_cap];
@@ -241,7 +243,7 @@ static inline void free_op(struct ring *r, struct op *o)
  * kernel may fill it at any moment. */
 static inline void give_back(struct pbuf *pb, uint16_t bid)
 {
-    /* BEGIN STUDENT: ring.h contract 6: an entry at the ring's tail naming the buffer's address, size and id, then the tail moved so that the kernel sees it (docs/08-uring.md#provided-buffers) */
+    /* BEGIN STUDENT: ring.h contract 6: the kernel may fill the buffer from the moment it can see it in its ring; what must it find there, and what makes it see it only once it is all written? (docs/08-uring.md#giving-a-buffer-back) */
     io_uring_buf_ring_add(pb->br, pb->mem + (size_t)bid * pb->size, pb->size, bid,
                           io_uring_buf_ring_mask(pb->count), 0);
     /* a release store of the tail (liburing.h): the entry is written before the kernel can see it */
@@ -299,7 +301,7 @@ static inline void dispatch_recv(struct ring *r, struct op *o, int32_t res, uint
 /* One CQE, copied out of the ring. */
 static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t flags)
 {
-    /* BEGIN STUDENT: ring.h contracts 1, 2 and 5: the wake read, a cancel's own CQE, a stale id; then, for an operation: is it still the kernel's, whom to wake, and what an orphan's completion frees or closes (docs/08-uring.md#dispatching-a-completion) */
+    /* BEGIN STUDENT: ring.h contracts 1, 2 and 5: whose CQE is this (not every user_data is an operation's, and an id may be stale)? Is it its operation's last, and who must hear of it: a future, or nobody? (docs/08-uring.md#dispatching-a-completion) */
     if (ud == UD_WAKE) {
         prep_wake_read(r); /* always one read on the eventfd (contract 4) */
         return;
@@ -332,7 +334,7 @@ static inline void dispatch(struct ring *r, uint64_t ud, int32_t res, uint32_t f
 /* Every CQE there is (contract 3). */
 static inline void reap(struct ring *r)
 {
-    /* BEGIN STUDENT: ring.h contract 3: copy a batch out, give the slots back, dispatch; until none is left, the overflowed ones included (docs/08-uring.md#cq-overflow) */
+    /* BEGIN STUDENT: ring.h contract 3: every CQE there is, those the kernel kept aside included. Why may dispatch not run on a CQE still in the ring, and how far may the head move? (docs/08-uring.md#cq-overflow) */
     for (;;) {
         struct io_uring_cqe *cqes[REAP_BATCH];
         /* peek_batch flushes the kernel's overflow list (an io_uring_enter
@@ -362,7 +364,7 @@ static inline void reap(struct ring *r)
 /* The eventfd's read, queued: an unpark's write completes it (contract 4). */
 static inline void prep_wake_read(struct ring *r)
 {
-    /* BEGIN STUDENT: ring.h contract 4: an 8-byte read of the eventfd into the ring's own field, with the user_data that says "wake" (docs/08-uring.md#the-ring-driver) */
+    /* BEGIN STUDENT: ring.h contract 4: the read an unpark's eventfd write completes. Into whose memory does the kernel read, for how long, and how will dispatch know its CQE? (docs/08-uring.md#the-ring-driver) */
     struct io_uring_sqe *sqe = get_sqe(r);
     io_uring_prep_read(sqe, r->efd, &r->efd_val, sizeof r->efd_val, 0);
     io_uring_sqe_set_data64(sqe, UD_WAKE);
@@ -402,7 +404,7 @@ enum poll ring_op_poll(struct ring *r, ring_op_id id, struct context *cx, int32_
     struct op *o = lookup(r, id);
     if (!o || o->state != OP_LIVE)
         abort(); /* polled after drop: the caller's bug */
-    /* BEGIN STUDENT: ring.h contract 5: a completion to hand out, or the latest waker registered (docs/08-uring.md#polling-an-operation) */
+    /* BEGIN STUDENT: ring.h contract 5: a completion to hand out, or Pending; which waker must the next CQE wake, and what becomes of the one held before? (docs/08-uring.md#polling-an-operation) */
     if (o->nres > 0) {
         *res = o->res[o->res_head];
         o->res_head = (o->res_head + 1) % o->res_cap;
@@ -467,9 +469,7 @@ int ring_recv_multi_start(struct ring *r, int fd, unsigned nbufs, size_t buf_siz
     pb->bgid = (uint16_t)(o - r->ops); /* one group per slot: max_ops is below 65536 */
     io_uring_buf_ring_init(pb->br);
     for (unsigned i = 0; i < nbufs; i++)
-        io_uring_buf_ring_add(pb->br, pb->mem + (size_t)i * buf_size, pb->size, (unsigned short)i,
-                              io_uring_buf_ring_mask(nbufs), (int)i);
-    io_uring_buf_ring_advance(pb->br, (int)nbufs); /* every buffer the kernel's */
+        give_back(pb, (uint16_t)i); /* every buffer the kernel's: your give_back, used before any CQE */
     struct io_uring_buf_reg reg = { .ring_addr = (uint64_t)(uintptr_t)pb->br, .ring_entries = nbufs, .bgid = pb->bgid };
     int e = io_uring_register_buf_ring(&r->ring, &reg, 0); /* Linux 5.19 */
     if (e < 0) {

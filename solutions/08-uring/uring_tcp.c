@@ -79,7 +79,7 @@ struct uring_accept uring_accept(struct uring_listener *l) { return (struct urin
 
 enum poll uring_accept_poll(struct uring_accept *a, struct context *cx, struct uring_stream_result *out)
 {
-    /* BEGIN STUDENT: uring_tcp.h contract 3, ring.h contract 2: one multishot accept for the listener's life; when must it be started again? (docs/08-uring.md#multishot-accept) */
+    /* BEGIN STUDENT: uring_tcp.h contract 3, ring.h contract 2: one multishot accept for the listener's life; what ends it, and when, and only when, may a new one start? (docs/08-uring.md#when-a-multishot-accept-ends) */
     struct uring_listener *l = a->l;
     for (;;) {
         if (!l->accept_op) {
@@ -184,7 +184,7 @@ enum poll uring_read_poll(struct uring_read *rd, struct context *cx, ssize_t *ou
 
 void uring_read_drop(struct uring_read *rd)
 {
-    /* BEGIN STUDENT: uring_tcp.h contract 2 (docs/08-uring.md#dropping-a-future-the-orphan) */
+    /* BEGIN STUDENT: uring_tcp.h contract 2: the future goes; what of its operation, which the kernel may still be using? (docs/08-uring.md#dropping-a-future-the-orphan) */
     if (rd->op)
         ring_op_drop(rd->s->r, rd->op);
     rd->op = 0;
@@ -236,7 +236,7 @@ enum poll uring_write_poll(struct uring_write *wr, struct context *cx, ssize_t *
 
 void uring_write_drop(struct uring_write *wr)
 {
-    /* BEGIN STUDENT: uring_tcp.h contract 2 (docs/08-uring.md#dropping-a-future-the-orphan) */
+    /* BEGIN STUDENT: uring_tcp.h contract 2: the future goes; what of its operation, which the kernel may still be using? (docs/08-uring.md#dropping-a-future-the-orphan) */
     if (wr->op)
         ring_op_drop(wr->s->r, wr->op);
     wr->op = 0;
