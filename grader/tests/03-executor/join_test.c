@@ -94,9 +94,9 @@ LAB_TEST(join, latest_joiner_waker_only, 10)
     cr_assert_eq(join_handle_poll(jh, &cb, NULL, &js), POLL_PENDING, "Ready before the task ran");
     cr_assert_eq(join_handle_poll(jh, &cb, NULL, &js), POLL_PENDING, "Ready before the task ran");
     cr_assert_eq(counting_waker_counts(a).live, 1, "the first joiner's waker is still held after a "
-                 "newer one was registered: replace it (and drop it; join.h rule 3)");
+                 "newer one was registered (join.h rule 3: the latest waker replaces the old one)");
     cr_assert_eq(counting_waker_counts(b).clones, 1, "polling the join handle twice with the same "
-                 "waker cloned it %u times; the second poll should keep the stored one",
+                 "waker cloned it %u times, where the first clone was still the right waker",
                  counting_waker_counts(b).clones);
     cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_IDLE, "run_until_idle with a pending task");
     struct waker s = probe_take_stash(&t);
