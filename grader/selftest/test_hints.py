@@ -228,7 +228,8 @@ def report_texts():
     left out), and each rubric item's hang hint."""
     lit = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
     run = re.compile(lit.pattern + r'(?:\s*' + lit.pattern + r')*')
-    files = sorted((GRADER / "tests").glob("*/*.c")) + sorted((ROOT / "common" / "testing").glob("*.c"))
+    files = sorted(f for d in (GRADER / "tests", ROOT / "common" / "testing")
+                   for f in d.rglob("*") if f.suffix in (".c", ".h"))
     for f in files:
         code = re.sub(r"/\*.*?\*/|//[^\n]*", lambda m: re.sub(r"[^\n]", " ", m.group(0)), f.read_text(), flags=re.S)
         for m in run.finditer(code):
