@@ -207,7 +207,8 @@ def test_the_site_keeps_hints_folded_and_out_of_search():
 # fence between the two").
 _SENTENCE = r"(?:^|[.;:?!]\s+|\(\s*|\bthen\s+|\bso\s+)"
 _VERB = (r"(?:use|call|build|write|submit|queue|add|move|replace|count|look at|take|hold|clear|check|put|"
-         r"make sure|remember to|do not|don't|keep|drop|wake|free|store|lock|unlock|recheck|announce)")
+         r"make sure|remember to|do not|don't|keep|drop|wake|free|store|lock|unlock|recheck|announce|give|set|"
+         r"copy|make(?! hint| grade| check| debug| trace| test))")
 _OBJECT = r"(?:the|a|an|it|them|what|every|each|only|one|its|and|before|all|[a-z]+_[a-z_]+(?:\(\))?)"
 FIX_PHRASES = [
     ("an imperative", re.compile(_SENTENCE + _VERB + r"\s+(?!after free)" + _OBJECT + r"\b", re.I)),
@@ -262,7 +263,11 @@ def fix_phrase(text):
     ("stale readiness; clear_ready must clear only the readiness of the snapshot's tick",
      "a must that names the call"),
     ("stranded. Look at every queue after announcing, not before", "an imperative"),
+    ("it never parks while a task stays ready: give the driver a zero-timeout turn every 61 polls",
+     "an imperative"),
+    ("said Pending. Set JOIN_WAKER with a CAS that fails when COMPLETE is set", "an imperative"),
     ("cloned its waker 4 times; contract 2 allows one clone in all", None),
+    ("the task never ran. The next hint: make hint STAGE=7 ITEM=wake-another", None),
     ("its future dropped during its own poll (use after free waiting to happen)", None),
     ("signal_complete must return SIGNAL_OK (contract 5)", None),
 ])
