@@ -223,10 +223,14 @@ FIX_PHRASES = [
 FIX_ALLOWED = ("is not a schedule: write the first thread",)
 
 
+REPORTING = ("judge.py", "checkers.py", "calibrate.py", "diagnosis.py")
+
+
 def report_texts():
     """(where, text) of every string a student's report can carry: each run
     of adjacent string literals of the tests and of common/testing/ (comments
-    left out), and each rubric item's hang hint."""
+    left out), the strings of the grader's modules that word a failure, and
+    each rubric item's hang hint."""
     lit = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
     run = re.compile(lit.pattern + r'(?:\s*' + lit.pattern + r')*')
     files = sorted(f for d in (GRADER / "tests", ROOT / "common" / "testing")
@@ -237,6 +241,10 @@ def report_texts():
             text = "".join(lit.findall(m.group(0)))
             if len(text) > 20:
                 yield f"{f.relative_to(ROOT)}:{code.count(chr(10), 0, m.start()) + 1}", text
+    for f in REPORTING:   # the grader's own words of a failure: a hang's likely cause, a checker's finding
+        for m in re.finditer(r'f?"((?:[^"\\\n]|\\.)*)"', (GRADER / "lab_grader" / f).read_text()):
+            if len(m.group(1)) > 20:
+                yield f"grader/lab_grader/{f}", m.group(1)
     for stage in stages():
         for item in stage.items:
             if item.hang:
