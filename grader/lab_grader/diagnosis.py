@@ -61,9 +61,20 @@ def rerun_command(grading, item, outcome, command="make grade", narrow=True):
     return " ".join(parts)
 
 
+def hint_command(grading, item):
+    """The command that hands out the item's next written hint (make hint,
+    docs/hints/), or None for an item with none: a quiz claim, a hidden
+    item. A report says what happened and which clause; the way on is
+    the student's to find, one hint level at a time."""
+    if item.hidden or item.lane == "quiz":
+        return None
+    return f"make hint STAGE={grading.stages[item.stage].number} ITEM={item.id}"
+
+
 def failure_block(grading, r):
     """The diagnosis of an item that did not pass, a line each: what
-    happened, the contract, where to read, how to rerun it, its details."""
+    happened, the contract, where to read, the next hint (unless the
+    message names it already), how to rerun it, its details."""
     stage = grading.stages[r.item.stage]
     o = r.outcome
     verdict = VERDICT_WORDS.get(o.verdict, o.verdict) if o else "failed"
@@ -74,6 +85,10 @@ def failure_block(grading, r):
         lines.append(f"  what happened: {clean(r.summary)}")
     lines.append(f"  contract:      {r.item.clause}")
     lines.append(f"  read:          {stage.chapter}{r.item.section}")
+    hint = hint_command(grading, r.item)
+    said = (o.message if o is not None and o.message else r.summary) or ""
+    if hint and "make hint" not in said:
+        lines.append(f"  next hint:     {hint}")
     if o is not None:
         lines.append(f"  rerun it:      {rerun_command(grading, r.item, o)}")
         if o.seed:

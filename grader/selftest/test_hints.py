@@ -192,3 +192,102 @@ def test_the_site_keeps_hints_folded_and_out_of_search():
                                     {"location": "hints/01-signal.html", "text": "b"},
                                     {"location": "hints/01-signal.html#latest-waker-level-1", "text": "c"}]}
     assert [d["location"] for d in site_hooks.without_hints(index)["docs"]] == ["01-signal.html"]
+
+
+# ---- reports say what happened, not what to write (issue 28) ----------------
+
+# A report text a student sees (an assertion's message, an explorer's or a
+# checker's sentence in common/testing/, an item's hang hint) says what
+# happened, the clause it broke (by number) and the values seen; the way on
+# is `make hint` (the report prints the command). These shapes hand over the
+# code instead: an imperative ("use waker_clone_from", "build them with
+# wake_obj_waker()", "Count a join handle's reference only while ..."), a
+# must that names the call to make ("the drop must queue an
+# IORING_OP_ASYNC_CANCEL"), or the barrier to put in ("take needs a seq_cst
+# fence between the two").
+_SENTENCE = r"(?:^|[.;:?!]\s+|\(\s*|\bthen\s+|\bso\s+)"
+_VERB = (r"(?:use|call|build|write|submit|queue|add|move|replace|count|look at|take|hold|clear|check|put|"
+         r"make sure|remember to|do not|don't|keep|drop|wake|free|store|lock|unlock|recheck|announce|give|set|"
+         r"copy|make(?! hint| grade| check| debug| trace| test))")
+_OBJECT = r"(?:the|a|an|it|them|what|every|each|only|one|its|and|before|all|[a-z]+_[a-z_]+(?:\(\))?)"
+FIX_PHRASES = [
+    ("an imperative", re.compile(_SENTENCE + _VERB + r"\s+(?!after free)" + _OBJECT + r"\b", re.I)),
+    ("a must that names the call", re.compile(r"\b(?:must|should|has to|have to|needs? to)\s+(?:also\s+)?"
+                                              r"(?:call|use|queue|submit|build|be told to use|check what|"
+                                              r"(?:clear|take|look at|hold|store|wake) only)\b", re.I)),
+    ("the barrier to put in", re.compile(r"\bneeds? an? [\w -]*?(?:fence|lock|barrier)\b", re.I)),
+    ("the helper to call", re.compile(r"\b(?:use|call|build \w+ with)\s+[a-z]+_[a-z_]+\b")),
+]
+# texts that are not a report of the student's code: a usage error for a
+# variable the student types (LAB_SCHEDULE), said to whoever mistyped it
+FIX_ALLOWED = ("is not a schedule: write the first thread",)
+
+
+REPORTING = ("judge.py", "checkers.py", "calibrate.py", "diagnosis.py")
+
+
+def report_texts():
+    """(where, text) of every string a student's report can carry: each run
+    of adjacent string literals of the tests and of common/testing/ (comments
+    left out), the strings of the grader's modules that word a failure, and
+    each rubric item's hang hint."""
+    lit = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+    run = re.compile(lit.pattern + r'(?:\s*' + lit.pattern + r')*')
+    files = sorted(f for d in (GRADER / "tests", ROOT / "common" / "testing")
+                   for f in d.rglob("*") if f.suffix in (".c", ".h"))
+    for f in files:
+        code = re.sub(r"/\*.*?\*/|//[^\n]*", lambda m: re.sub(r"[^\n]", " ", m.group(0)), f.read_text(), flags=re.S)
+        for m in run.finditer(code):
+            text = "".join(lit.findall(m.group(0)))
+            if len(text) > 20:
+                yield f"{f.relative_to(ROOT)}:{code.count(chr(10), 0, m.start()) + 1}", text
+    for f in REPORTING:   # the grader's own words of a failure: a hang's likely cause, a checker's finding
+        for m in re.finditer(r'f?"((?:[^"\\\n]|\\.)*)"', (GRADER / "lab_grader" / f).read_text()):
+            if len(m.group(1)) > 20:
+                yield f"grader/lab_grader/{f}", m.group(1)
+    for stage in stages():
+        for item in stage.items:
+            if item.hang:
+                yield f"grader/rubric/{stage.name}.toml {item.id}", item.hang
+
+
+def fix_phrase(text):
+    """The first shape of FIX_PHRASES the text has, with its words, or None."""
+    if any(a in text for a in FIX_ALLOWED):
+        return None
+    for kind, rx in FIX_PHRASES:
+        m = rx.search(text)
+        if m:
+            return f"{kind}: ...{text[max(0, m.start() - 40):m.end() + 40]}..."
+    return None
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("cloned its waker 4 times (use waker_clone_from, contract 2)", "an imperative"),
+    ("do not will_wake() each other: build them with wake_obj_waker() so they share", "an imperative"),
+    ("the waker is outside. Count a join handle's reference only while one exists", "an imperative"),
+    ("still an orphan: the drop must queue an IORING_OP_ASYNC_CANCEL for it", "a must that names the call"),
+    ("took both; take needs a seq_cst fence between the two", "the barrier to put in"),
+    ("stale readiness; clear_ready must clear only the readiness of the snapshot's tick",
+     "a must that names the call"),
+    ("stranded. Look at every queue after announcing, not before", "an imperative"),
+    ("it never parks while a task stays ready: give the driver a zero-timeout turn every 61 polls",
+     "an imperative"),
+    ("said Pending. Set JOIN_WAKER with a CAS that fails when COMPLETE is set", "an imperative"),
+    ("cloned its waker 4 times; contract 2 allows one clone in all", None),
+    ("the task never ran. The next hint: make hint STAGE=7 ITEM=wake-another", None),
+    ("its future dropped during its own poll (use after free waiting to happen)", None),
+    ("signal_complete must return SIGNAL_OK (contract 5)", None),
+])
+def test_the_fix_phrase_check_tells_a_fix_from_a_finding(text, kind):
+    got = fix_phrase(text)
+    assert (got is None) if kind is None else (got or "").startswith(kind), (text, got)
+
+
+def test_no_report_text_hands_over_the_fix():
+    """No failure text of the tests, common/testing/ or the rubrics' hang
+    hints tells the student what code to write (FIX_PHRASES): they say what
+    happened, the clause and the evidence, and the report adds the command
+    for the next hint (diagnosis.hint_command)."""
+    found = [f"{where}: {fix_phrase(text)}" for where, text in report_texts() if fix_phrase(text)]
+    assert not found, "report texts that give the fix instead of the finding:\n  " + "\n  ".join(found)

@@ -417,16 +417,22 @@ def test_the_hashed_quiz_key_counts_wrong_answers_without_naming_them(tmp_path):
 
 # ---- the report's rerun line -------------------------------------------------
 
-def test_rerun_line_names_the_item_when_other_items_run_the_same_test(tmp_path):
-    from lab_grader import diagnosis, outcomes, pipeline
+def graded_snapshot(tmp_path, name):
+    """A grading of solutions/ at stage `name`, not run (its items and the
+    tests each runs), and that stage's items by id."""
+    from lab_grader import pipeline
     from conftest import ROOT, stages
     every = {s.name: s for s in stages()}
-    p = pipeline.Pipeline(ROOT, ROOT / "solutions", list(every.values()), [every["02-block-on"]], tmp_path)
+    p = pipeline.Pipeline(ROOT, ROOT / "solutions", list(every.values()), [every[name]], tmp_path)
     try:
-        g = p.snapshot()
+        return p.snapshot(), {i.id: i for i in every[name].items}
     finally:
         p.close()
-    items = {i.id: i for i in every["02-block-on"].items}
+
+
+def test_rerun_line_names_the_item_when_other_items_run_the_same_test(tmp_path):
+    from lab_grader import diagnosis, outcomes
+    g, items = graded_snapshot(tmp_path, "02-block-on")
     shared = outcomes.Outcome("parker_stress::ping_pong", outcomes.Verdict.FAIL)
     runners = g.items_of_test[("02-block-on", shared.test)]
     assert len(runners) > 1, f"ping_pong should run in several items (plain, Valgrind, TSan): {runners}"
@@ -435,6 +441,25 @@ def test_rerun_line_names_the_item_when_other_items_run_the_same_test(tmp_path):
     alone = next((t, ids) for (s, t), ids in g.items_of_test.items() if s == "02-block-on" and len(ids) == 1)
     line = diagnosis.rerun_command(g, items[alone[1][0]], outcomes.Outcome(alone[0], outcomes.Verdict.FAIL))
     assert "ITEMS=" not in line, f"a test only one item runs needs no ITEMS=: {line}"
+
+
+def test_a_failure_names_the_command_for_its_next_hint(tmp_path):
+    """A report says what happened and the clause; the way on is the item's
+    hint ladder, and the failure block says the command (once: not when
+    the message names it already; never for a quiz claim)."""
+    from lab_grader import diagnosis, outcomes
+    g, items = graded_snapshot(tmp_path, "04-deadline-signal")
+
+    def block(item, message):
+        o = outcomes.Outcome(f"deadline_poll::{item}", outcomes.Verdict.FAIL, message=message)
+        r = outcomes.ItemResult(items[item], outcomes.Status.FAILED, 0, outcome=o)
+        return diagnosis.failure_block(g, r)
+    lines = block("latest-waker", "cloned its waker 4 times (contract 2)")
+    assert "  next hint:     make hint STAGE=4 ITEM=latest-waker" in lines, lines
+    lines = block("latest-waker", "lost (contract 3). The next hint: make hint STAGE=4 ITEM=latest-waker")
+    assert not any(x.startswith("  next hint:") for x in lines), lines
+    quiz = next(i for i in items.values() if i.lane == "quiz")
+    assert diagnosis.hint_command(g, quiz) is None
 
 
 def test_a_tool_item_alone_runs_its_tests_without_the_tool_first(tmp_path):

@@ -261,7 +261,7 @@ LAB_TEST(signal_ownership, as_future_polls_and_drops, 5)
     future_drop(fut); /* must be signal_future_drop(f) */
     signal_drop(p);
     struct alloc_counts c = alloc_count_stop();
-    cr_assert_eq(c.allocs, c.frees, "after future_drop() on the type-erased view and signal_drop(), %llu allocations were not freed; future_drop must call signal_future_drop",
+    cr_assert_eq(c.allocs, c.frees, "after future_drop() on the type-erased view and signal_drop(), %llu allocations were not freed: the view's drop released less than signal_future_drop() does (signal.h, signal_future_as_future; contract 10)",
                  (unsigned long long)(c.allocs - c.frees));
     expect_books_balanced(task);
 }
@@ -282,7 +282,7 @@ LAB_TEST(signal_oom, out_of_memory_is_reported, 5)
         int rc = signal_new(NULL, &p, &f);
         struct alloc_counts c = alloc_count_stop();
         if (rc == 0) {
-            cr_assert_geq(n, 1u, "signal_new succeeded although its very first allocation failed: it must check what malloc returns");
+            cr_assert_geq(n, 1u, "signal_new returned 0 although its very first allocation failed (malloc gave NULL): it went on without the memory (signal.h, signal_new: -1 when out of memory)");
             signal_drop(p);
             signal_future_drop(f);
             return;
@@ -290,7 +290,7 @@ LAB_TEST(signal_oom, out_of_memory_is_reported, 5)
         cr_assert_eq(rc, -1, "signal_new returned %d when allocation number %llu failed; it must return -1",
                      rc, (unsigned long long)n + 1);
         cr_assert_eq(c.frees, c.allocs,
-                     "signal_new failed (allocation number %llu ran out of memory) but kept %llu of its %llu allocations: free what you took before returning -1",
+                     "signal_new failed (allocation number %llu ran out of memory) but kept %llu of its %llu allocations (signal.h, signal_new: nothing is allocated when it returns -1)",
                      (unsigned long long)n + 1, (unsigned long long)(c.allocs - c.frees), (unsigned long long)c.allocs);
     }
     cr_assert_fail("signal_new never succeeded even with 8 allocations allowed");

@@ -107,7 +107,7 @@ LAB_TEST(signal_poll, reuses_clone_from, 5)
         cr_assert_eq(poll_with(f, task, &out), POLL_PENDING, "poll %d returned Ready before any completion", i);
 
     struct waker_counts c = counting_waker_counts(task);
-    cr_assert_eq(c.clones, 1u, "four polls by the same task cloned its waker %u times; a re-poll whose waker will_wake() the stored one must not clone again (use waker_clone_from, contract 2)", c.clones);
+    cr_assert_eq(c.clones, 1u, "four polls by the same task cloned its waker %u times; from the second poll on, the waker given will_wake() the stored one, and contract 2 allows one clone in all", c.clones);
     cr_assert_eq(c.drops, 0u, "four polls by the same task dropped its waker %u times; the stored waker was still right and should have been kept", c.drops);
 
     cr_assert_eq(signal_complete(p, &value_a), SIGNAL_OK, "signal_complete must return SIGNAL_OK");
@@ -132,7 +132,7 @@ LAB_TEST(signal_poll, ready_before_first_poll, 5)
     expect_ready(poll_with(f, task, &out), &out, SIGNAL_VALUE, &value_b, "the first poll of a completed signal");
 
     struct waker_counts c = counting_waker_counts(task);
-    cr_assert_eq(c.clones, 0u, "the first poll of an already completed signal cloned the task's waker %u times; a Ready poll must not register a waker (contract 6: check before you register)", c.clones);
+    cr_assert_eq(c.clones, 0u, "the first poll of an already completed signal cloned the task's waker %u times; the poll was Ready, and a Ready poll registers no waker (contract 6)", c.clones);
     cr_assert_eq(c.wakes + c.wake_by_refs, 0u, "the first poll of an already completed signal woke the task's waker; it should just return Ready");
 
     signal_future_drop(f);

@@ -153,9 +153,9 @@ LAB_TEST(parker, park_timeout_times_out, 10)
                       round, round == 2 ? " (after a first timeout, the state must be back to "
                                           "no token, not left as parked)" : "");
         cr_assert_geq(b.elapsed_ns, 49 * MS_NS,
-                      "parker_park_timeout(p, 50 ms) returned after %.1f ms (round %d): too "
-                      "early; the timeout is a CLOCK_MONOTONIC deadline (and the condition "
-                      "variable must be told to use that clock: parker.h contract 6)",
+                      "parker_park_timeout(p, 50 ms) returned after %.1f ms of CLOCK_MONOTONIC "
+                      "(round %d): early, where parker.h contract 6 says never early on that "
+                      "clock (and which clock did the wait itself measure?)",
                       (double)b.elapsed_ns / 1e6, round);
     }
     parker_release(p);
@@ -246,7 +246,7 @@ LAB_TEST(parker_waker, wake_unparks, 10)
     struct waker w2 = parker_waker(p);
     cr_assert(waker_will_wake(&w, &w2),
               "two wakers from parker_waker() of the same parker do not will_wake() each other: "
-              "build them with wake_obj_waker() so they share data and vtable");
+              "their data or their vtable differ (waker.h, waker_will_wake; parker.h contract 7)");
     waker_drop(&w2);
 
     waker_wake(&w); /* consumes w */

@@ -94,9 +94,9 @@ LAB_TEST(join, latest_joiner_waker_only, 10)
     cr_assert_eq(join_handle_poll(jh, &cb, NULL, &js), POLL_PENDING, "Ready before the task ran");
     cr_assert_eq(join_handle_poll(jh, &cb, NULL, &js), POLL_PENDING, "Ready before the task ran");
     cr_assert_eq(counting_waker_counts(a).live, 1, "the first joiner's waker is still held after a "
-                 "newer one was registered: replace it (and drop it; join.h rule 3)");
+                 "newer one was registered (join.h rule 3: the latest waker replaces the old one)");
     cr_assert_eq(counting_waker_counts(b).clones, 1, "polling the join handle twice with the same "
-                 "waker cloned it %u times; the second poll should keep the stored one",
+                 "waker cloned it %u times, where the first clone was still the right waker",
                  counting_waker_counts(b).clones);
     cr_assert_eq(executor_run_until_idle(ex), EXECUTOR_IDLE, "run_until_idle with a pending task");
     struct waker s = probe_take_stash(&t);
@@ -221,8 +221,8 @@ LAB_TEST(join, completes_while_registering, 10)
     cr_assert(bg_run_finish(&b, RESCUE_MS), "executor_run did not return after its only task finished");
     cr_assert(c.finished, "the task did not complete after its wake (executor on another thread)");
     cr_assert_eq(r, POLL_READY, "the task completed while join_handle_poll was storing its waker, and "
-                 "join_handle_poll said Pending: nobody will ever wake that waker. Set JOIN_WAKER with "
-                 "a CAS that fails when COMPLETE is set, and then read the output (join.h rule 2)");
+                 "join_handle_poll said Pending: nobody will ever wake that waker, and the output was "
+                 "there to read (join.h rule 2: a store that meets COMPLETE ends in the output)");
     cr_assert_eq(js, JOIN_OK, "the join handle says cancelled");
     cr_assert_eq(out, 5, "the join handle gave %llu; expected 5", (unsigned long long)out);
     join_handle_drop(jh);

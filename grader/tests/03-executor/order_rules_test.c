@@ -84,8 +84,8 @@ LAB_TEST(order_rules, remote_wakes_run_in_the_order_made, 5)
     for (int i = 0; i < TASKS; i++)
         cr_assert_eq(order_log.ran[i], WAKE_ORDER[i], "another thread woke eight waiting tasks in the order "
                      "%s; they ran in the order %s: wakes from other threads run in the order they were made "
-                     "among themselves (executor.h contract 1; a stack of remote wakes is newest first: take "
-                     "it and keep the order of the wakes). The next hint: make hint STAGE=3 ITEM=fifo",
+                     "among themselves (executor.h contract 1), and the order above is not that one. Which "
+                     "order does a stack of remote wakes hand them out in? The next hint: make hint STAGE=3 ITEM=fifo",
                      made, got);
     for (int i = 0; i < TASKS; i++) {
         join_handle_drop(jh[i]);
@@ -117,8 +117,8 @@ LAB_TEST(deadlock_rules, detached_task_with_outside_waker, 10)
     cr_assert(returned, "executor_run did not return after the outside wake of its only task");
     cr_assert_eq(b.st, EXECUTOR_OK, "executor_run returned %s while the only waker of its detached, pending task "
                  "was held outside (by the test): with no join handle, the task's references are the executor's "
-                 "list and that waker, and the waker is outside. Count a join handle's reference only while one "
-                 "exists (executor.h contract 4). The next hint: make hint STAGE=3 ITEM=deadlock",
+                 "list and that waker, and the waker is outside, so it is no deadlock; the run counted one reference "
+                 "too many as its own (executor.h contract 4). The next hint: make hint STAGE=3 ITEM=deadlock",
                  executor_status_str(b.st));
     cr_assert_eq(probe_polls(&t), 2, "the detached task was polled %u times, not twice", probe_polls(&t));
     executor_free(ex);

@@ -288,7 +288,7 @@ LAB_TEST(spawn, future_alignment_and_bytes, 10)
     memset(&a, 0xee, sizeof a); /* the task has its own copy now */
     expect_run(ex, EXECUTOR_OK, "one ready task");
     cr_assert_not(atomic_load(&saw_misaligned), "the future was polled at an address that is not "
-                  "a multiple of its vtable's align (64): copy it into storage aligned for it (executor.h, executor_spawn)");
+                  "a multiple of its vtable's align (64), the alignment its state was declared with (executor.h, executor_spawn; task.h)");
     uint64_t out = 0;
     enum join_status js;
     cr_assert_eq(join_handle_poll(jh, NULL, &out, &js), POLL_READY, "join_handle_poll said Pending");

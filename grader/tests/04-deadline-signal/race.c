@@ -283,8 +283,8 @@ static void wait_ready(struct deadline_signal_future *f, struct notify_waker *nw
         if (!notify_waker_wait(nw, SCALED_MS(2000)))
             cr_assert_fail("lost wakeup at iteration %u, seed %llu: the future returned Pending and was not "
                            "woken within 2 s although a producer completed and a timer expired it. Replay "
-                           "with SEED=%llu. Check and register under one lock (contract 3), and make the "
-                           "winner wake the stored waker (contract 5).",
+                           "with SEED=%llu. The decision fell between the poll's check and its registration "
+                           "(contract 3), or the winner did not wake the stored waker (contract 5).",
                            iter, (unsigned long long)seed, (unsigned long long)seed);
     }
 }

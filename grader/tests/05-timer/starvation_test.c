@@ -103,10 +103,10 @@ static void run_beside_spinner(bool stop_when_done)
                       "a %llu ms sleep beside a task that wakes itself on every poll (100 us of virtual "
                       "work each) finished after %u of its polls (%.1f ms); its deadline passed at poll %u, "
                       "so it was due at the executor's next driver tick, %u polls later at most: at most "
-                      "%u polls expected. The executor fires timers only when it parks, and it never "
-                      "parks while a task stays ready: give the driver a zero-timeout turn every "
-                      "EXECUTOR_DRIVER_INTERVAL task polls (executor.h contract 6), and make a "
-                      "zero-timeout park of the time driver fire what is due (time_driver.h contract 5)",
+                      "%u polls expected. A timer fires in a park of the time driver, and while a task "
+                      "stays ready the executor's only parks are its driver ticks (executor.h contract 6): "
+                      "did those zero-timeout parks reach the wheel, and did they fire what was due "
+                      "(time_driver.h contract 5)?",
                       (unsigned long long)after_ms[i], b.woke_at[i],
                       (double)(b.woke_ns[i] - ORIGIN_NS) / (double)MS_NS, due, TICK_POLLS, bound);
     }

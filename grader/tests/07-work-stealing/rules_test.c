@@ -275,8 +275,8 @@ LAB_TEST(budget_rules, every_poll_starts_with_a_full_budget, 10)
         for (unsigned i = 0; i < n; i++)
             cr_assert_eq(p->starts[i], COOP_BUDGET_DEFAULT, "poll %u of task %c started with a budget of %s%u units, "
                          "not %u: two tasks that wake each other run back to back from the LIFO slot, each "
-                         "spending %d units a poll, and the budget must be given again before each poll of a "
-                         "task, not once per turn of the worker's loop (runtime.h contract 4). The next hint: "
+                         "spending %d units a poll, so a poll that does not begin with a budget of its own "
+                         "shows it here (runtime.h contract 4: before each poll). The next hint: "
                          "make hint STAGE=7 ITEM=budget",
                          i + 1, who ? 'b' : 'a', p->starts[i] == UINT_MAX ? "unlimited, not " : "",
                          p->starts[i] == UINT_MAX ? COOP_BUDGET_DEFAULT : p->starts[i], COOP_BUDGET_DEFAULT,

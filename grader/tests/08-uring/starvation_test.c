@@ -90,10 +90,10 @@ static void read_beside_spinner(bool unpark_each)
     cr_assert(b.read_at != 0 && b.read_at <= bound,
               "a reader waited beside a task that wakes itself on every poll%s: its completion was in the ring "
               "from the spinner's poll %u, and it was read at poll %u (0: only after the spinner stopped, at "
-              "%u); at most %u expected. A CQE waits in the ring until the driver reaps it: the executor gives "
-              "its driver a zero-timeout turn every EXECUTOR_DRIVER_INTERVAL task polls (executor.h contract 6), "
-              "and park(0) must enter the kernel and dispatch every CQE even when an unpark left a token "
-              "(ring.h contract 4)",
+              "%u); at most %u expected. The CQE waited in the ring while the spinner ran: no zero-timeout turn "
+              "of the driver stack in that time reaped it (executor.h contract 6: a turn every "
+              "EXECUTOR_DRIVER_INTERVAL task polls; ring.h contract 4: park(0) enters the kernel and "
+              "dispatches, a token there or not)",
               unpark_each ? " and unparks the driver on every poll (as wakes from other threads do)" : "",
               b.sent_at, b.read_at, GIVE_UP, bound);
     uring_stream_close(st);
