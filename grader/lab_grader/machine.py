@@ -72,6 +72,17 @@ def cpus():
     return max(1, n)
 
 
+def share():
+    """The CPUs this grading can use, as a fraction: its affinity's CPUs, or
+    the cgroup quota when that is less (0.5 on Gradescope's default)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    q = quota()
+    return min(n, q) if q is not None else n
+
+
 def describe():
     q = quota()
     return f"{cpus()} CPU(s) usable" + (f" (a cgroup quota of {q:g} CPUs)" if q is not None else "")

@@ -159,7 +159,8 @@ def build(grading, results, seconds, unjudged="zero"):
                 # what the platform cannot measure
                 entry["max_score"] = 0
                 del entry["status"]
-                entry["output"] = (f"Not judged on this machine ({text.one_line(r.summary, 160)}): not part of your "
+                why = r.summary.removeprefix("cannot judge on this machine: ")
+                entry["output"] = (f"Not judged on this machine ({text.one_line(why, 160)}): not part of your "
                                    "score." if r.item.lane != "quiz" else
                                    f"Not judged here: {clean(r.summary)}.")
         tests.append(entry)
