@@ -45,10 +45,11 @@ if [ -n "$missing" ]; then
     apt-get install -y -q $PACKAGES
 fi
 python3 -c 'import tomllib' 2>/dev/null || { apt-get update -q; apt-get install -y -q python3-tomli; }
-# Warm the build cache once, here, for every submission: common/, the tests
-# and the reference's test binaries compile now, not in each cold container
-# (stage 01: a cold grading 19.9 s, after this 10.6 s). Grading the skeleton
-# does it; a failure here costs nothing but the head start.
+# Warm the build cache once, here, for every submission: common/ and the
+# tests compile now, not in each cold container, which then compiles only
+# the student's files (docs/instructors.md, "What grading costs": cold and
+# warm gradings measured at 0.5 and 1 CPU). Grading the skeleton does it;
+# a failure here costs nothing but the head start (build/setup-warmup.log).
 cd "$(dirname "$0")"
 STAGE=""; [ -f autograder.env ] && . ./autograder.env
 mkdir -p build
