@@ -144,13 +144,14 @@ def locked(path):
 
 def reference_upload(stage, dest):
     """The reference's files of the stage, loose, as a student drags them
-    into Gradescope's upload box: the stage's .c and .h files."""
+    into Gradescope's upload box: the stage's .c and .h files, and stage
+    04's written answers (quiz.toml)."""
     src = ROOT / "solutions" / stage.name
     if not src.is_dir():
         raise SimError(f"{src}: no reference for {stage.name} (this needs the instructors' repository)")
     dest.mkdir(parents=True)
     for p in sorted(src.iterdir()):
-        if p.is_file() and p.suffix in (".c", ".h"):
+        if p.is_file() and (p.suffix in (".c", ".h") or p.name == "quiz.toml"):
             shutil.copyfile(p, dest / p.name)
 
 

@@ -20,7 +20,7 @@ import math
 import pathlib
 import sys
 
-from . import files, text
+from . import files, text, verdict
 from .diagnosis import UNTRUSTED, clean, failure_block
 from .outcomes import Status
 
@@ -128,6 +128,9 @@ def _advice(r):
                 "it counts a group's wrong answers, it gives no points)")
     if "make check" in r.summary:
         return "run make grade for this lane"
+    if verdict.NEEDS_CPUS in r.summary:
+        return ("nothing here says your code is wrong: this item needs more CPUs than the machine that graded it has, "
+                "so a regrade there cannot judge it either; it counts once graded where it has them")
     return ("nothing here says your code is wrong: the machine could not judge this item just now; "
             "ask for a regrade (or resubmit)")
 

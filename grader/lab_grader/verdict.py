@@ -55,6 +55,7 @@ def out_of_time(item):
 
 
 MACHINE = "cannot judge on this machine"   # the self-tests' sign of a verdict the machine made (conftest)
+NEEDS_CPUS = "CPU(s), the item needs"       # in too_few_cpus's summary, and in nothing else
 
 
 def too_few_cpus(item, share):
@@ -62,8 +63,7 @@ def too_few_cpus(item, share):
     its affinity or cgroup quota, machine.share())."""
     need = (f"{item.cpus:g}, to time the test beside its helpers on cores of their own" if item.cpus > 1 else
             f"{item.cpus:g}: a quota below it pauses the test in the middle of what it times")
-    return ItemResult(item, Status.NOT_JUDGED, 0, f"{MACHINE}: it gives this grading {share:g} CPU(s), the item "
-                      f"needs {need}")
+    return ItemResult(item, Status.NOT_JUDGED, 0, f"{MACHINE}: it gives this grading {share:g} {NEEDS_CPUS} {need}")
 
 
 INSTRUCTOR = "your instructor marks this item"

@@ -113,6 +113,8 @@ def test_in_a_gradescope_assignment_it_is_0_of_0_in_one_line(monkeypatch):
     assert "\n" not in t["output"] and "regrade" not in t["output"] and "cannot judge" not in t["output"], t
     data, t = _results(monkeypatch, "zero")
     assert t["max_score"] == 1 and t["score"] == 0 and t["status"] == "failed", t
+    # and it does not send the student to ask for a regrade on the same machine
+    assert "regrade there cannot judge it either" in t["output"] and "ask for a regrade" not in t["output"], t
 
 
 def test_a_gradescope_zip_bakes_omit_and_passes_it_on():
