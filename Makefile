@@ -33,6 +33,8 @@
 #                                    "How the grader checks this stage" from its rubric (make test checks both)
 #   make handout                     the student handout, in build/handout
 #   make autograder [STAGE=n] [HIDDEN=dir]  a Gradescope autograder zip for one assignment (build/autograder*.zip)
+#   sudo python3 grader/course/gradescope_sim.py --stage n   that zip graded as Gradescope would, at its
+#                                    default 0.5 CPU and 768 MB, 10 runs of the reference (docs/instructors.md)
 #   make docs                        the textbook as a website, in build/site (make docs-serve: on localhost:8000)
 #   make bench                       benchmarks against Tokio, libuv and others, as ratios (bench/README.md)
 #-instructors

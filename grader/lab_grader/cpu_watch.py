@@ -23,7 +23,6 @@ shaped to look starved on a busy machine is not judged and regraded, never
 given a point. Without a pids cgroup (not root) there is no list of the
 run's tasks, and no test is ever called starved.
 """
-import os
 import threading
 import time
 
@@ -47,9 +46,7 @@ def _cpus():
     """CPUs the machine gives this grading: its affinity, or a cgroup quota
     below it (0.5 on Gradescope's default: there a run with one busy task is
     not starved by getting half a CPU, that is the machine)."""
-    n = len(os.sched_getaffinity(0))
-    q = machine.quota()
-    return min(n, q) if q is not None else n
+    return machine.share()
 
 
 class Watch:

@@ -60,16 +60,20 @@ def quota():
     return best
 
 
-def cpus():
-    """Whole CPUs this grading can use at once (at least 1)."""
+def share():
+    """The CPUs this grading can use, as a fraction: its affinity's CPUs, or
+    the cgroup quota when that is less (0.5 on Gradescope's default)."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
     q = quota()
-    if q is not None:
-        n = min(n, max(1, math.floor(q + 1e-9)))
-    return max(1, n)
+    return min(n, q) if q is not None else n
+
+
+def cpus():
+    """Whole CPUs this grading can use at once (at least 1)."""
+    return max(1, math.floor(share() + 1e-9))
 
 
 def describe():

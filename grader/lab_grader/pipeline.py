@@ -342,9 +342,9 @@ class Pipeline:
         if item.lane == "race":
             done, bad, failing = self.race(sp, item)
             return verdict.from_race(item, done, 1 if self.plan.quick else item.runs, bad, failing)
+        if item.cpus and machine.share() < item.cpus:
+            return verdict.too_few_cpus(item, machine.share())
         if item.lane == "perf":
-            if machine.cpus() < 2:
-                return verdict.one_cpu(item)
             outs = self.perf(sp)
         elif item.lane == "plain":
             outs = self.plain(sp)

@@ -20,7 +20,7 @@ import math
 import pathlib
 import sys
 
-from . import files, text
+from . import files, text, verdict
 from .diagnosis import UNTRUSTED, clean, failure_block
 from .outcomes import Status
 
@@ -128,6 +128,9 @@ def _advice(r):
                 "it counts a group's wrong answers, it gives no points)")
     if "make check" in r.summary:
         return "run make grade for this lane"
+    if verdict.NEEDS_CPUS in r.summary:
+        return ("nothing here says your code is wrong: this item needs more CPUs than the machine that graded it has, "
+                "so a regrade there cannot judge it either; it counts once graded where it has them")
     return ("nothing here says your code is wrong: the machine could not judge this item just now; "
             "ask for a regrade (or resubmit)")
 
@@ -159,7 +162,8 @@ def build(grading, results, seconds, unjudged="zero"):
                 # what the platform cannot measure
                 entry["max_score"] = 0
                 del entry["status"]
-                entry["output"] = (f"Not judged on this machine ({text.one_line(r.summary, 160)}): not part of your "
+                why = r.summary.removeprefix("cannot judge on this machine: ")
+                entry["output"] = (f"Not judged on this machine ({text.one_line(why, 160)}): not part of your "
                                    "score." if r.item.lane != "quiz" else
                                    f"Not judged here: {clean(r.summary)}.")
         tests.append(entry)

@@ -31,6 +31,7 @@ class Item:
     runs: int = 1
     hang: str = ""
     hidden: bool = False   # from the instructor's HIDDEN dir: not in the handout
+    cpus: float = 0        # CPUs the item needs to be judged (machine.share()); less: not judged, 0 of 0 on Gradescope
 
     @property
     def key(self):
@@ -58,6 +59,20 @@ class Stage:
 
     def lane_items(self, lane):
         return [i for i in self.items if i.lane == lane]
+
+
+# The CPUs a perf item needs unless it says (`cpus = 0.5` for one that
+# measures its own thread's CPU time, `cpus = 2` for one that times two
+# workers side by side): a whole one, since a quota below it throttles a
+# real-time measurement. Other lanes need none.
+PERF_CPUS = 1.0
+
+
+def _cpus(where, raw):
+    cpus = raw.get("cpus", PERF_CPUS if raw["lane"] == "perf" else 0)
+    if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or not 0 <= cpus <= 64:
+        raise RubricError(f"{where}: item '{raw['id']}': cpus must be a number from 0 to 64, not {cpus!r}")
+    return float(cpus)
 
 
 def load_stage(path):
@@ -91,12 +106,12 @@ def load_stage(path):
             raise RubricError(f"{where}: item '{raw['id']}' names no test")
         if raw["points"] <= 0:
             raise RubricError(f"{where}: item '{raw['id']}' must be worth points")
-        unknown = set(raw) - {"id", "points", "lane", "tests", "clause", "section", "runs", "hang"}
+        unknown = set(raw) - {"id", "points", "lane", "tests", "clause", "section", "runs", "hang", "cpus"}
         if unknown:
             raise RubricError(f"{where}: item '{raw['id']}': unknown keys {sorted(unknown)}")
         items.append(Item(stage=name, id=raw["id"], points=raw["points"], lane=raw["lane"],
                           tests=list(raw["tests"]), clause=raw["clause"], section=raw["section"],
-                          runs=int(raw.get("runs", 1)), hang=raw.get("hang", "")))
+                          runs=int(raw.get("runs", 1)), hang=raw.get("hang", ""), cpus=_cpus(where, raw)))
     if not items:
         raise RubricError(f"{where}: no items")
     return Stage(name=name, title=data["title"], chapter=data["chapter"], sources=list(data["sources"]),
@@ -125,7 +140,8 @@ def load_hidden(stages, hidden_dir):
             ids.add(raw["id"])
             stage.items.append(Item(stage=stage.name, id=raw["id"], points=raw["points"], lane=raw["lane"],
                                     tests=list(raw["tests"]), clause=raw["clause"], section=raw["section"],
-                                    runs=int(raw.get("runs", 1)), hang=raw.get("hang", ""), hidden=True))
+                                    runs=int(raw.get("runs", 1)), hang=raw.get("hang", ""), hidden=True,
+                                    cpus=_cpus(path, raw)))
     return stages
 
 

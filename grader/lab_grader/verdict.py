@@ -54,9 +54,16 @@ def out_of_time(item):
                       "item was done (BUDGET=); grade this stage again on its own")
 
 
-def one_cpu(item):
-    return ItemResult(item, Status.NOT_JUDGED, 0, "cannot judge on this machine: one CPU usable (its affinity "
-                      "or cgroup quota; a performance check needs the test and its helpers on separate cores)")
+MACHINE = "cannot judge on this machine"   # the self-tests' sign of a verdict the machine made (conftest)
+NEEDS_CPUS = "CPU(s), the item needs"       # in too_few_cpus's summary, and in nothing else
+
+
+def too_few_cpus(item, share):
+    """An item that needs more CPUs than the grading has (rubric `cpus`:
+    its affinity or cgroup quota, machine.share())."""
+    need = (f"{item.cpus:g}, to time the test beside its helpers on cores of their own" if item.cpus > 1 else
+            f"{item.cpus:g}: a quota below it pauses the test in the middle of what it times")
+    return ItemResult(item, Status.NOT_JUDGED, 0, f"{MACHINE}: it gives this grading {share:g} {NEEDS_CPUS} {need}")
 
 
 INSTRUCTOR = "your instructor marks this item"

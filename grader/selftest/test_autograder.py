@@ -23,7 +23,10 @@ def stage1_zip(tmp_path_factory):
     (hidden / "rubric").mkdir(parents=True)
     (hidden / "rubric" / "01-signal.toml").write_text(
         '[[item]]\nid = "hidden-drop"\npoints = 1\nlane = "plain"\ntests = ["signal_drop/*"]\n'
-        'clause = "a hidden copy of the drop item"\nsection = "#pending-means-a-registered-waker"\n')
+        'clause = "a hidden copy of the drop item"\nsection = "#pending-means-a-registered-waker"\n'
+        # an item no machine here can judge (rubric `cpus`): 0 of 0 in one line, never a failed test
+        '[[item]]\nid = "hidden-needs-cpus"\npoints = 1\nlane = "plain"\ntests = ["signal_drop/*"]\ncpus = 64\n'
+        'clause = "a copy of the drop item that needs 64 CPUs"\nsection = "#pending-means-a-registered-waker"\n')
     z = tmp / "ag.zip"
     proc = subprocess.run([sys.executable, str(GRADER / "course" / "autograder.py"), "--out", str(z), "--stage", "1",
                            "--hidden", str(hidden)], capture_output=True, text=True)
@@ -110,6 +113,10 @@ def test_one_assignment_per_stage_and_every_upload_shape(tmp_path, stage1_zip):
     assert data["score"] == expected.score, (name, data["score"], expected.score, run.stdout[-3000:])
     assert any(t["number"] == "01-signal/hidden-drop" and t["visibility"] == "after_published"
                for t in data["tests"]), name
+    # UNJUDGED=omit, baked into the zip: what the machine cannot judge is 0 of 0, one line, no failed status
+    t = next(t for t in data["tests"] if t["number"] == "01-signal/hidden-needs-cpus")
+    assert t["score"] == t["max_score"] == 0 and "status" not in t and "\n" not in t["output"], t
+    assert t["output"].startswith("Not judged on this machine (it gives this grading ") and "needs 64" in t["output"], t
 
 
 def test_an_upload_with_no_work_says_what_was_expected(tmp_path, stage1_zip):
