@@ -87,7 +87,8 @@ struct join_handle; /* join.h */
 /* The header. Who may touch which field, and when:
  *   state                 atomic; anyone holding a reference.
  *   queue_next            the holder of the queue reference (the queue).
- *   owned_prev/next       the scheduler's list, on the scheduler's own terms
+ *   owned_prev/next, owned_list
+ *                         the scheduler's list, on the scheduler's own terms
  *                         (stage 03: the executor's thread only).
  *   scheduler, vtable, drop_output, future_offset, output_offset
  *                         written once by task_new, read-only afterwards.
@@ -111,6 +112,8 @@ struct task {
     struct waker join_waker;
     uint32_t future_offset, output_offset;
     unsigned char stage; /* enum task_stage */
+    unsigned char owned_list; /* the scheduler's: which of its lists holds the task (stage 07:
+                               * the spawning worker's); in the header's padding */
 #ifdef LAB_TRACE
     struct trace_task trace; /* id, spawn site, pending wake arrow: only with -DLAB_TRACE,
                               * written by the traced wrappers (end of this header) */
