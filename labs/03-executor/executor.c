@@ -33,6 +33,8 @@ struct executor {
     struct scheduler sched;    /* first: a task's scheduler pointer is the executor */
     struct driver driver;      /* borrowed, or own_parker's */
     struct parker *own_parker; /* executor_new_default's parker, or NULL */
+    struct task_cells cells;   /* freed task cells kept for the next spawns (task.h);
+                                * entered by run on this thread, given back by free */
     int todo_your_fields_here; /* TODO: the ready queue, the list of owned tasks and its length, whatever run needs (docs/03-executor.md#the-executor) */
 };
 
@@ -114,6 +116,7 @@ void executor_free(struct executor *ex)
     }
     (void)ex;
     LAB_TODO("executor.h contract 5: where can a task still be when the executor goes (queued at either end, pending, holding its own waker), and who gives back each of its references? (docs/03-executor.md#freeing-the-executor)");
+    task_cells_release(&ex->cells); /* the kept cells: every task is gone */
     if (ex->own_parker)
         parker_release(ex->own_parker); /* -1: ours */
     free(ex);
@@ -153,6 +156,7 @@ static enum executor_status run_loop(struct executor *ex, enum run_mode mode, st
         abort();
     }
     current = ex;
+    struct task_cells *outer_cells = task_cells_enter(&ex->cells);
     trace_thread_name("executor"); /* empty unless built with -DLAB_TRACE (trace.h) */
     enum executor_status st;
     (void)ex;
@@ -161,6 +165,7 @@ static enum executor_status run_loop(struct executor *ex, enum run_mode mode, st
     (void)root_jh;
     LAB_TODO("executor.h contracts 1, 2, 4 and 6: what does the loop do when a task is ready, when none is, and how do timers and I/O get a turn beside a task that is always ready? (docs/03-executor.md#the-run-loop, #the-driver-tick)");
     coop_unlimit();
+    task_cells_leave(outer_cells);
     current = NULL;
     return st;
 }

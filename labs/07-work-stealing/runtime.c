@@ -10,7 +10,7 @@
  *     not stranded: docs/07-work-stealing.md#a-long-poll-must-not-strand-the-slot);
  *   injector: its own mutex (injector.h);
  *   idle_state, sleepers: the idle protocol below;
- *   owned list: owned_lock.
+ *   owned lists: each its own lock (struct ws_owned).
  *
  * Yours: notify_parked and park_idle (the idle protocol), push_local and
  * ws_schedule (the queues), next_task, search and run_task (the worker
@@ -164,22 +164,44 @@ static void ws_schedule(struct scheduler *s, struct task *t, enum schedule_reaso
     LAB_TODO("runtime.h contracts 2 and 3: who is calling, and why (a spawn, a yield, a wake inside a task)? Which queue keeps locality without stranding or starving anything, and when must a sleeper be woken? (docs/07-work-stealing.md#where-a-task-goes)");
 }
 
+/* The owned list at index i: a worker's, or (i == nworkers) the outside one. */
+static inline struct ws_owned *owned_list(struct ws_runtime *rt, unsigned i)
+{
+    return i < rt->nworkers ? &rt->workers[i].owned : &rt->outside;
+}
+
 static void ws_release(struct scheduler *s, struct task *t)
 {
     struct ws_runtime *rt = rt_of(s);
 #ifdef LAB_TRACE
     trace_task_complete(&t->trace); /* the task leaves the list: it has completed */
 #endif
-    pthread_mutex_lock(&rt->owned_lock);
+    /* owned_list was written before the spawn published the task */
+    struct ws_owned *o = owned_list(rt, t->owned_list);
+    pthread_mutex_lock(&o->lock);
     if (t->owned_prev)
         t->owned_prev->owned_next = t->owned_next;
     else
-        rt->owned = t->owned_next;
+        o->head = t->owned_next;
     if (t->owned_next)
         t->owned_next->owned_prev = t->owned_prev;
     t->owned_prev = t->owned_next = NULL;
-    rt->live--;
-    pthread_mutex_unlock(&rt->owned_lock);
+    o->live--;
+    pthread_mutex_unlock(&o->lock);
+}
+
+/* Some task still owned, or NULL (ws_runtime_free, once the workers are gone). */
+static inline struct task *any_owned(struct ws_runtime *rt)
+{
+    for (unsigned i = 0; i <= rt->nworkers; i++) {
+        struct ws_owned *o = owned_list(rt, i);
+        pthread_mutex_lock(&o->lock);
+        struct task *t = o->head;
+        pthread_mutex_unlock(&o->lock);
+        if (t)
+            return t;
+    }
+    return NULL;
 }
 
 static const struct scheduler_vtable ws_scheduler_vtable = {
@@ -225,6 +247,7 @@ static void *worker_main(void *arg)
     struct ws_worker *w = arg;
     struct ws_runtime *rt = w->rt;
     current = w;
+    struct task_cells *outer_cells = task_cells_enter(&w->cells);
 #ifdef LAB_TRACE
     char name[32];
     snprintf(name, sizeof name, "worker %u", w->index);
@@ -242,6 +265,7 @@ static void *worker_main(void *arg)
         }
         park_idle(w);
     }
+    task_cells_leave(outer_cells);
     current = NULL;
     return NULL;
 }
@@ -261,12 +285,14 @@ static void stop_workers(struct ws_runtime *rt, unsigned started)
 static void free_memory(struct ws_runtime *rt)
 {
     for (unsigned i = 0; i < rt->nworkers; i++) {
+        task_cells_release(&rt->workers[i].cells); /* its thread has ended */
+        pthread_mutex_destroy(&rt->workers[i].owned.lock);
         pthread_mutex_destroy(&rt->workers[i].park_lock);
         pthread_cond_destroy(&rt->workers[i].park_cond);
     }
     injector_destroy(&rt->injector);
     pthread_mutex_destroy(&rt->idle_lock);
-    pthread_mutex_destroy(&rt->owned_lock);
+    pthread_mutex_destroy(&rt->outside.lock);
     if (rt->own_parker)
         parker_release(rt->own_parker); /* -1: ours */
     free(rt->workers);
@@ -297,7 +323,7 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
         goto no_injector;
     if (pthread_mutex_init(&rt->idle_lock, NULL) != 0)
         goto no_idle_lock;
-    if (pthread_mutex_init(&rt->owned_lock, NULL) != 0)
+    if (pthread_mutex_init(&rt->outside.lock, NULL) != 0)
         goto no_owned_lock;
     /* every worker starts awake, not searching */
     atomic_init(&rt->idle_state, (uint64_t)workers * IDLE_UNPARKED_ONE);
@@ -310,8 +336,12 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
         deque_init(&w->deque);
         atomic_init(&w->lifo, NULL);
         atomic_init(&w->park_state, PARK_EMPTY);
-        if (pthread_mutex_init(&w->park_lock, NULL) != 0)
+        if (pthread_mutex_init(&w->owned.lock, NULL) != 0)
             goto no_workers;
+        if (pthread_mutex_init(&w->park_lock, NULL) != 0) {
+            pthread_mutex_destroy(&w->owned.lock);
+            goto no_workers;
+        }
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* worker_park's timeout */
@@ -319,6 +349,7 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
         pthread_condattr_destroy(&ca);
         if (rc != 0) {
             pthread_mutex_destroy(&w->park_lock);
+            pthread_mutex_destroy(&w->owned.lock);
             goto no_workers;
         }
         w->rt = rt;
@@ -337,10 +368,11 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
 
 no_workers:
     while (ready-- > 0) {
+        pthread_mutex_destroy(&rt->workers[ready].owned.lock);
         pthread_mutex_destroy(&rt->workers[ready].park_lock);
         pthread_cond_destroy(&rt->workers[ready].park_cond);
     }
-    pthread_mutex_destroy(&rt->owned_lock);
+    pthread_mutex_destroy(&rt->outside.lock);
 no_owned_lock:
     pthread_mutex_destroy(&rt->idle_lock);
 no_idle_lock:
@@ -371,9 +403,12 @@ void ws_runtime_free(struct ws_runtime *rt)
         fputs("ws_runtime_free: called from a worker thread\n", stderr);
         abort();
     }
-    pthread_mutex_lock(&rt->owned_lock);
-    rt->closing = true; /* no more spawns */
-    pthread_mutex_unlock(&rt->owned_lock);
+    for (unsigned i = 0; i <= rt->nworkers; i++) {
+        struct ws_owned *o = owned_list(rt, i);
+        pthread_mutex_lock(&o->lock);
+        o->closing = true; /* no more spawns */
+        pthread_mutex_unlock(&o->lock);
+    }
     (void)rt;
     LAB_TODO("runtime.h contract 6: where can a task be when the runtime goes (in a poll, queued in any of three places, waiting on a waker), and who gives back each of its references? (docs/07-work-stealing.md#shutdown)");
     free_memory(rt);
@@ -384,24 +419,29 @@ void ws_runtime_free(struct ws_runtime *rt)
 struct join_handle *ws_spawn(struct ws_runtime *rt, struct future fut, task_output_drop_fn drop_output)
 {
     struct join_handle *jh;
-    pthread_mutex_lock(&rt->owned_lock);
-    if (rt->closing) {
-        pthread_mutex_unlock(&rt->owned_lock);
+    /* this worker's own list (a line no other worker writes, unless it
+     * completes one of our tasks), or the outside one */
+    unsigned idx = current && current->rt == rt ? current->index : rt->nworkers;
+    struct ws_owned *o = owned_list(rt, idx);
+    pthread_mutex_lock(&o->lock);
+    if (o->closing) {
+        pthread_mutex_unlock(&o->lock);
         return NULL;
     }
     struct task *t = task_new(&rt->sched, fut, drop_output, &jh);
     if (!t) {
-        pthread_mutex_unlock(&rt->owned_lock);
+        pthread_mutex_unlock(&o->lock);
         return NULL;
     }
     /* the list reference, at the head */
+    t->owned_list = (unsigned char)idx; /* published with the task by ws_schedule below */
     t->owned_prev = NULL;
-    t->owned_next = rt->owned;
-    if (rt->owned)
-        rt->owned->owned_prev = t;
-    rt->owned = t;
-    rt->live++;
-    pthread_mutex_unlock(&rt->owned_lock);
+    t->owned_next = o->head;
+    if (o->head)
+        o->head->owned_prev = t;
+    o->head = t;
+    o->live++;
+    pthread_mutex_unlock(&o->lock);
     /* the queue reference */
     ws_schedule(&rt->sched, t, SCHEDULE_SPAWN);
     return jh;
@@ -505,9 +545,13 @@ unsigned ws_test_sleepers(struct ws_runtime *rt)
 
 size_t ws_test_live_tasks(struct ws_runtime *rt)
 {
-    pthread_mutex_lock(&rt->owned_lock);
-    size_t n = rt->live;
-    pthread_mutex_unlock(&rt->owned_lock);
+    size_t n = 0;
+    for (unsigned i = 0; i <= rt->nworkers; i++) {
+        struct ws_owned *o = owned_list(rt, i);
+        pthread_mutex_lock(&o->lock);
+        n += o->live;
+        pthread_mutex_unlock(&o->lock);
+    }
     return n;
 }
 

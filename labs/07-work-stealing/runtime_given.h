@@ -35,6 +35,19 @@ enum { PARK_EMPTY, PARK_CONDVAR, PARK_DRIVER, PARK_NOTIFIED };
 static inline uint64_t idle_searching(uint64_t s) { return s & IDLE_SEARCHING_MASK; }
 static inline uint64_t idle_unparked(uint64_t s) { return s >> 16; }
 
+/* A list of owned tasks: every task not yet complete is in one, holding one
+ * list reference (task.h). One per worker, for the tasks it spawns, and one
+ * for spawns from other threads: a spawn and a completion on one worker lock
+ * that worker's list, a line no other worker writes unless it completes a
+ * stolen task (docs/07-work-stealing.md#one-owned-list-per-worker). A task's
+ * owned_list is its list's index (nworkers: the outside one). */
+struct ws_owned {
+    _Alignas(64) pthread_mutex_t lock; /* protects head, live, closing */
+    struct task *head;
+    size_t live;
+    bool closing;                      /* ws_runtime_free has begun: no more spawns */
+};
+
 struct ws_worker {
     struct deque deque;               /* first: aligned to 64 */
     /* the LIFO slot: one queue reference, or NULL; filled by its worker,
@@ -51,6 +64,9 @@ struct ws_worker {
     bool sleeping;                    /* in rt->sleepers (idle_lock) */
     int64_t watch_ns;                 /* the next watch's park timeout (park_idle) */
     struct task *spill[DEQUE_CAPACITY / 2 + 1]; /* steal and overflow batches */
+    struct task_cells cells;          /* freed task cells kept for this worker's spawns (task.h);
+                                       * entered by worker_main, given back by ws_runtime_free */
+    struct ws_owned owned;            /* the tasks this worker spawned */
     /* parking */
     _Atomic int park_state;           /* PARK_*: seq_cst, see worker_park */
     pthread_mutex_t park_lock;        /* makes the condvar handshake atomic */
@@ -73,10 +89,7 @@ struct ws_runtime {
     unsigned nsleepers;
     _Atomic bool driver_busy;         /* a worker is inside the driver (only one may be) */
     _Atomic bool shutdown;            /* workers leave their loop */
-    pthread_mutex_t owned_lock;       /* protects owned, live, closing */
-    struct task *owned;               /* every task not yet complete: one list reference each */
-    size_t live;
-    bool closing;
+    struct ws_owned outside;          /* the tasks spawned from other threads */
     _Atomic(ws_test_hook_fn) test_hook; /* set while workers run: acquire/release */
     void *test_arg;
 };

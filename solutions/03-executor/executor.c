@@ -32,6 +32,8 @@ struct executor {
     struct scheduler sched;    /* first: a task's scheduler pointer is the executor */
     struct driver driver;      /* borrowed, or own_parker's */
     struct parker *own_parker; /* executor_new_default's parker, or NULL */
+    struct task_cells cells;   /* freed task cells kept for the next spawns (task.h);
+                                * entered by run on this thread, given back by free */
     /* BEGIN STUDENT FIELDS: the ready queue, the list of owned tasks and its length, whatever run needs (docs/03-executor.md#the-executor) */
     struct ready_queue queue;  /* ready tasks: one queue reference each */
     struct task *owned;        /* every task not yet complete: one list reference each */
@@ -151,6 +153,7 @@ void executor_free(struct executor *ex)
     while ((t = ready_queue_pop(&ex->queue)))
         task_drop_reference(t); /* -1: a queue entry of a task now complete */
     /* END STUDENT */
+    task_cells_release(&ex->cells); /* the kept cells: every task is gone */
     if (ex->own_parker)
         parker_release(ex->own_parker); /* -1: ours */
     free(ex);
@@ -213,6 +216,7 @@ static enum executor_status run_loop(struct executor *ex, enum run_mode mode, st
         abort();
     }
     current = ex;
+    struct task_cells *outer_cells = task_cells_enter(&ex->cells);
     trace_thread_name("executor"); /* empty unless built with -DLAB_TRACE (trace.h) */
     enum executor_status st;
     /* BEGIN STUDENT: executor.h contracts 1, 2, 4 and 6: what does the loop do when a task is ready, when none is, and how do timers and I/O get a turn beside a task that is always ready? (docs/03-executor.md#the-run-loop, #the-driver-tick) */
@@ -259,6 +263,7 @@ static enum executor_status run_loop(struct executor *ex, enum run_mode mode, st
     }
     /* END STUDENT */
     coop_unlimit();
+    task_cells_leave(outer_cells);
     current = NULL;
     return st;
 }

@@ -147,7 +147,7 @@ void join_handle_drop(struct join_handle *jh)
             t->drop_output(task_output(t)); /* rule 6 */
         if (!waker_is_none(&t->join_waker))
             waker_drop(&t->join_waker); /* -1: the completing thread is done with it (rule 4) */
-        free(t); /* -1: ours, the last */
+        task_free(t); /* -1: ours, the last (to the cell cache or malloc, task.h) */
         return;
     }
 
@@ -160,7 +160,7 @@ void join_handle_drop(struct join_handle *jh)
     bool slot_ours;
     switch (task_state_to_join_handle_dropped(&t->state)) {
     case TASK_JOIN_DROP_FREE:
-        free(t); /* cannot happen while the list holds one; kept for schedulers without a list */
+        task_free(t); /* cannot happen while the list holds one; kept for schedulers without a list */
         return;
     case TASK_JOIN_DROP_DONE:
         return; /* nothing of ours was left in the task */

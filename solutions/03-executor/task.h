@@ -87,7 +87,8 @@ struct join_handle; /* join.h */
 /* The header. Who may touch which field, and when:
  *   state                 atomic; anyone holding a reference.
  *   queue_next            the holder of the queue reference (the queue).
- *   owned_prev/next       the scheduler's list, on the scheduler's own terms
+ *   owned_prev/next, owned_list
+ *                         the scheduler's list, on the scheduler's own terms
  *                         (stage 03: the executor's thread only).
  *   scheduler, vtable, drop_output, future_offset, output_offset
  *                         written once by task_new, read-only afterwards.
@@ -111,11 +112,64 @@ struct task {
     struct waker join_waker;
     uint32_t future_offset, output_offset;
     unsigned char stage; /* enum task_stage */
+    unsigned char owned_list; /* the scheduler's: which of its lists holds the task (stage 07:
+                               * the spawning worker's); in the header's padding */
 #ifdef LAB_TRACE
     struct trace_task trace; /* id, spawn site, pending wake arrow: only with -DLAB_TRACE,
                               * written by the traced wrappers (end of this header) */
 #endif
 };
+
+/* ---- the cell cache (given) ------------------------------------------------------
+ *
+ * A program that spawns tasks in waves frees thousands of cells at once, and
+ * glibc hands the top of its heap back to the kernel as soon as more than its
+ * trim threshold (128 KiB) is free there; the next wave page-faults every page
+ * in again. Measured on the lab's machine (docs/03-executor.md#the-cell-cache):
+ * 10,000 tasks spawned and joined, ~250 page faults a wave, about as much time
+ * as the executor's own work. So the last reference does not always call
+ * free(): on a thread where a scheduler runs its tasks, the cell goes to that
+ * scheduler's free list for its size, and the next spawn of that size takes
+ * it back, with no system call and no fault. Bounded: at most
+ * TASK_CELLS_MAX_BYTES kept, in lists for at most TASK_CELL_SIZES sizes;
+ * cells aligned beyond max_align_t always go to free().
+ *
+ * A list holds cells of one exact size (the task's header, future and output
+ * slot together), so a cell is only ever reused for a task that fits it
+ * exactly, however task_new allocated it (malloc or task_cell_alloc).
+ *
+ * A scheduler embeds a zeroed struct task_cells, brackets the code that runs
+ * its tasks on a thread with task_cells_enter and task_cells_leave, and gives
+ * every kept cell back with task_cells_release when it is freed. Only the
+ * thread that entered touches the lists: no lock, no atomics. Elsewhere (a
+ * join handle dropped after run returned, a waker dropped by another thread)
+ * the last reference frees the cell as before. */
+#define TASK_CELL_SIZES 8                  /* lists, one size each */
+#define TASK_CELLS_MAX_BYTES (2u << 20)    /* at most this much kept per cache */
+
+struct task_cells {
+    struct {
+        size_t size;  /* of every cell in this list; any when the list is empty */
+        void *head;   /* linked through each cell's first word */
+    } list[TASK_CELL_SIZES];
+    size_t bytes;     /* kept, in all */
+};
+
+/* From now on, on this thread, task_cell_alloc takes cells from c and the
+ * last reference gives them to it. Returns the cache that was in use (NULL:
+ * none), for task_cells_leave. */
+struct task_cells *task_cells_enter(struct task_cells *c);
+/* Back to `prev` (what task_cells_enter returned). */
+void task_cells_leave(struct task_cells *prev);
+/* Frees every cell c keeps. Not while a thread has c entered. */
+void task_cells_release(struct task_cells *c);
+/* `size` bytes at malloc's alignment, for a task: a kept cell of exactly that
+ * size when the cache entered on this thread has one, else malloc(size). */
+void *task_cell_alloc(size_t size);
+/* Gives back the memory of a task that no reference reaches any more (its
+ * future and output already dropped): to the cache entered on this thread
+ * when it has room, else to free(). What the last reference calls. */
+void task_free(struct task *t);
 
 /* ---- for schedulers ----------------------------------------------------------- */
 
