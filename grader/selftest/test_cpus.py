@@ -94,7 +94,7 @@ def _results(monkeypatch, unjudged):
     ok = types.SimpleNamespace(item=types.SimpleNamespace(key="05-timer/ok", id="ok", clause="ok's clause", points=2,
                                                           hidden=False, lane="plain", stage="05-timer"),
                                status=Status.PASSED, points=2, summary="passed", outcome=None, build_error=None)
-    grading = types.SimpleNamespace(untrusted=[], stages={"05-timer": types.SimpleNamespace(chapter="docs/05.md")},
+    grading = types.SimpleNamespace(untrusted=[], stages={"05-timer": types.SimpleNamespace(chapter="docs/05.md", number=5)},
                                     builds={"05-timer": types.SimpleNamespace(
         notes=[], remarks=[], warnings=[], ok=True, error=None, review=[])})
     data = results_json.build(grading, [ok, r], 1.0, unjudged=unjudged)

@@ -157,7 +157,7 @@ def test_an_unjudged_item_in_omit_mode_is_one_line_of_no_points():
                                      summary="cannot judge: one CPU usable", outcome=None, build_error=None)
     results = [result("ok", Status.PASSED), result("lateness", Status.NOT_JUDGED),
                result("secret", Status.PASSED, hidden=True)]
-    grading = types.SimpleNamespace(untrusted=[], stages={"05-timer": types.SimpleNamespace(chapter="docs/05.md")},
+    grading = types.SimpleNamespace(untrusted=[], stages={"05-timer": types.SimpleNamespace(chapter="docs/05.md", number=5)},
                                     builds={"05-timer": types.SimpleNamespace(
         notes=[], remarks=[], warnings=[], ok=True, error=None, review=["time_driver.c: uses dlsym"])})
     data = results_json.build(grading, results, 1.0, unjudged="omit")
