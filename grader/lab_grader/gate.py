@@ -47,13 +47,20 @@ import threading
 # idle workers) may too, through the reference's own calls; elsewhere time
 # comes from the driver, and code that could time the tests' forcing hooks
 # could behave well only while they force (issue 25, class 7).
+#
+# Left out because a tool would not see through them (issue 25's fifth
+# red-team pass, +6 of 23 on stage 01 with the two below and a spinlock):
+# strdup and strndup allocate inside the C library, where the allocation
+# counter's --wrap=malloc does not reach, so a state kept in one leaked
+# unseen; the fortified __*_chk copies and rand_r are not intercepted by
+# gcc 12's ThreadSanitizer, so a race read through __memcpy_chk went
+# unreported (and _FORTIFY_SOURCE, defined by the code itself, would turn
+# every memcpy into one).
 ALWAYS = set("""
 malloc calloc realloc free aligned_alloc posix_memalign
-memset memcpy memmove memcmp memchr strlen strnlen strcmp strncmp strcpy strncpy strchr strrchr strstr strdup strndup
+memset memcpy memmove memcmp memchr strlen strnlen strcmp strncmp strcpy strncpy strchr strrchr strstr
 strerror strerror_r abort __assert_fail __stack_chk_fail __errno_location __tls_get_addr
 printf fprintf vfprintf puts putchar fputs fputc fwrite fflush perror snprintf vsnprintf sprintf stderr stdout
-__printf_chk __fprintf_chk __vfprintf_chk __snprintf_chk __vsnprintf_chk __sprintf_chk __memcpy_chk __memset_chk
-__memmove_chk __strcpy_chk __strncpy_chk __fdelt_chk
 pthread_create pthread_join pthread_detach pthread_self pthread_equal pthread_once
 pthread_key_create pthread_key_delete pthread_getspecific pthread_setspecific
 pthread_mutex_init pthread_mutex_destroy pthread_mutex_lock pthread_mutex_trylock pthread_mutex_unlock
@@ -63,7 +70,7 @@ pthread_cond_signal pthread_cond_broadcast pthread_condattr_init pthread_condatt
 pthread_spin_init pthread_spin_destroy pthread_spin_lock pthread_spin_unlock pthread_spin_trylock
 pthread_rwlock_init pthread_rwlock_destroy pthread_rwlock_rdlock pthread_rwlock_wrlock pthread_rwlock_unlock
 sched_yield
-rand rand_r random srand srandom qsort bsearch
+rand random srand srandom qsort bsearch
 _GLOBAL_OFFSET_TABLE_
 """.split())
 ATOMIC_LIBCALL = re.compile(r"^__(atomic|sync)_\w+$")

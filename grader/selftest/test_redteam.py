@@ -297,3 +297,15 @@ def test_a_failed_check_resumed_at_its_passing_branch_still_fails(tmp_path):
     g = grade(tmp_path, tree, stage="1", items=["pending-registers", *won], timeout=300)
     assert g.score == 1 and g.item(f"{SIGNAL}/pending-registers")["score"] == 1, g.output[-3000:]
     assert all(g.item(f"{SIGNAL}/{i}")["score"] == 0 for i in won), g.output[-3000:]
+
+
+def test_no_allowed_call_hides_work_from_the_tools():
+    """The fifth red-team pass (handout only) hid a leak in strndup's memory
+    (allocated inside the C library, out of the allocation counter's reach)
+    and a race behind __memcpy_chk (not intercepted by gcc 12's
+    ThreadSanitizer): neither is a call any stage may make now. The
+    fortified copies are what _FORTIFY_SOURCE turns memcpy and printf into,
+    so code that defines it is refused too."""
+    from lab_grader import gate
+    hidden = {"strdup", "strndup", "rand_r"} | {n for n in gate.ALWAYS if n.endswith("_chk")}
+    assert hidden & gate.ALWAYS <= {"__stack_chk_fail"}, sorted(hidden & gate.ALWAYS)
