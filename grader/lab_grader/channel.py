@@ -58,9 +58,9 @@ class Said:
 
 
 class Channel:
-    """One run's channel: open() before the runner starts, child_fd() to
-    hand down, started() once the runner is forked, close() after every
-    process of the run is gone."""
+    """One run's channel: made before the runner starts, child_fd() handed
+    down as its standard output, started() once the runner is forked,
+    close() after every process of the run is gone."""
 
     def __init__(self):
         self.ours, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
