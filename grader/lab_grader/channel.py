@@ -32,6 +32,7 @@ failed when
 Code under test can only add messages, never remove one: what it adds can
 only fail tests.
 """
+import re
 import socket
 import struct
 import threading
@@ -46,6 +47,7 @@ FAIL = b"FAIL\n"
 PROCESSES_MAX = 4096     # processes told apart; past that, one bucket for all
 NAMES_MAX = 64           # BEGIN names kept per process
 _UCRED = struct.Struct("iII")   # pid, uid, gid
+REASON = re.compile(r"[A-Za-z][A-Za-z ,'-]{0,79}")   # what strerror says
 
 
 class Said:
@@ -129,7 +131,10 @@ class Channel:
             else:
                 said.failed += 1   # a process that began more tests than any does
         elif data.startswith(b"UNSEALED ") and len(self.unsealed) < 4:
-            self.unsealed.add(data[9:200].decode("utf-8", "replace").strip())
+            # the words of strerror, or nothing of the sender's: code under
+            # test can send this too, and it is printed in the report's header
+            why = data[9:].decode("ascii", "replace").strip()
+            self.unsealed.add(why if REASON.fullmatch(why) else "a reason not shown")
         elif len(self.output) < OUTPUT_CAP:
             self.output += data[:OUTPUT_CAP - len(self.output)]
         return True

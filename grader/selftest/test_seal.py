@@ -7,8 +7,10 @@ the test whatever the runner reports (issue 25: a hook on the failure path
 that resumed the body at the check's passing branch earned 6 of 24 points
 where the same code earns 3; a FAIL line rewritten in the record file
 through a duplicate descriptor, 9 of 24)."""
+import os
 import pathlib
 import platform
+import socket
 import subprocess
 
 import pytest
@@ -122,6 +124,13 @@ def test_a_process_that_could_not_be_sealed_says_so(probe, tmp_path):
     status, err, said, _ = run_probe(exe, d, "quiet", wrapper=(str(wrapper),))
     assert status == 0, err
     assert said.unsealed == {"Operation not permitted"}, said.unsealed
+    # code under test can send the same message: its text is not shown
+    talk = channel.Channel()
+    forged = socket.socket(fileno=os.dup(talk.child_fd()))
+    forged.send(b"UNSEALED \x1b[2J=cmd|x see your instructor at evil.example")
+    forged.close()
+    talk.started()
+    assert talk.close().unsealed == {"a reason not shown"}
     from lab_grader import sandbox
     box = sandbox.Sandbox.__new__(sandbox.Sandbox)
     box.why_not = []
