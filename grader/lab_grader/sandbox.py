@@ -60,10 +60,11 @@ import os
 import pathlib
 import secrets
 import shutil
+import signal
 import subprocess
-import sys
 import tempfile
 import threading
+import time
 
 from . import cgroups, kernel
 from .jail import PIDS_MAX, Jail
@@ -153,21 +154,37 @@ class Sandbox:
         return group
 
     def _probe(self):
-        """Tries a jail in a child Python process; None when it worked, else
-        why not (the error of the step that failed, in the kernel's words)."""
+        """Tries a jail in a forked child: the steps every run's preexec
+        takes between fork and exec, then an exit. None when it worked, else
+        why not (the error of the step that failed, in the kernel's words).
+        A fork of the grader, as subprocess makes for every run, rather than
+        a new Python: about 5 ms instead of 0.35 s, twice per grading."""
         jail = self.jail()
-        here = str(pathlib.Path(__file__).resolve().parent.parent)
-        code = ("import sys, types; sys.path.insert(0, %r); from lab_grader import sandbox as s; "
-                "s._probe_child(types.SimpleNamespace(netns=%r, private_dirs=%r), %d, %r, %r)"
-                % (here, self.netns, self.private_dirs, jail.uid, str(jail.cgroup) if jail.cgroup else "",
-                   str(jail.home)))
+        r, w = os.pipe()
         try:
-            p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
-                               cwd=jail.home)
-            return None if p.returncode == 0 else (p.stdout.strip() or p.stderr.strip()[-200:] or "refused")
-        except (OSError, subprocess.SubprocessError) as e:
-            return str(e)
+            pid = os.fork()
+            if pid == 0:   # the child never returns into the grader
+                _probe_child(self, jail, r, w)
+            os.close(w)
+            w = -1
+            deadline = time.monotonic() + 30
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    return "the jail's set-up did not finish in 30 s"
+                time.sleep(0.002)
+            why = os.read(r, 4096).decode(errors="replace").strip()
+            return None if os.waitstatus_to_exitcode(status) == 0 else (why or "refused")
+        except OSError as e:
+            return e.strerror or str(e)
         finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
             jail.close()
 
     def _probe_pidns(self):
@@ -335,15 +352,22 @@ def _tmpfs_works(base):
         probe.rmdir()
 
 
-def _probe_child(sb, uid, cgroup, home):
-    """Sandbox._probe's child: one jail's steps, then exit 0, or print why not."""
-    jail = Jail(sb, uid=uid, cgroup=pathlib.Path(cgroup) if cgroup else None, home=pathlib.Path(home))
+def _probe_child(sb, jail, r, w):
+    """Sandbox._probe's forked child: one jail's steps, in the order a run's
+    (the directory first, as subprocess's cwd=, then preexec); exits 0, or 1
+    with why not written to w. Never returns."""
+    status = 1
     try:
+        os.close(r)
+        os.chdir(jail.home)
         jail.preexec()
-        if sb.private_dirs and not os.path.isdir(home):
-            print(f"the run's directory {home} is missing inside the new /tmp")
-            sys.exit(1)
+        if sb.private_dirs and not os.path.isdir(jail.home):
+            os.write(w, f"the run's directory {jail.home} is missing inside the new /tmp".encode())
+        else:
+            status = 0
     except OSError as e:
-        print(e.strerror or str(e))
-        sys.exit(1)
-    sys.exit(0)
+        os.write(w, (e.strerror or str(e)).encode())
+    except BaseException as e:   # anything at all: the child must reach _exit
+        os.write(w, (str(e) or type(e).__name__).encode())
+    finally:
+        os._exit(status)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from conftest import GRADER, ROOT, apply_mutant, grade, mutants
+from conftest import GRADER, ROOT, apply_mutant, grade_until_judged, mutants
 
 ITEM = "pending-registers"
 HANG = next(m for m in mutants() if m.name == "hostile-blocking-poll")
@@ -20,7 +20,8 @@ HANG = next(m for m in mutants() if m.name == "hostile-blocking-poll")
 
 def test_a_hang_still_fails_beside_the_references_time(tmp_path):
     tree = apply_mutant(HANG, tmp_path / "tree")
-    g = grade(tmp_path, tree, stage="01-signal", items=[ITEM])
+    # a hang on a loaded machine may be starved by the kernel's numbers: regrade
+    g, _ = grade_until_judged(tmp_path, tree, [f"01-signal/{ITEM}"], stage="01-signal", items=[ITEM])
     assert g.returncode == 2, g.output[-3000:]
     assert "the reference solution passes this test in" in g.output, g.output[-3000:]
     assert g.item(f"01-signal/{ITEM}")["score"] == 0
