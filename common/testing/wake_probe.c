@@ -43,7 +43,9 @@ struct lab_wake_probe {
     unsigned n;
     struct helper h[LAB_PROBE_MAX];
     atomic_bool ran;         /* the first wake claims the run: acq_rel exchange, pairs with finish's acquire */
-    uint64_t wake_end;       /* monotonic ns when the probe's wait inside the wake ended; written before `ran` is read by finish */
+    uint64_t wake_end;       /* monotonic ns when the probe's wait inside the wake ended; published by `watched` */
+    atomic_bool watched;     /* release by the run when its wait ended (publishes the helpers' states and
+                              * wake_end), acquire by finish: the wake may run on another thread */
     bool finished;
     char evidence[1536];
 };
@@ -99,6 +101,7 @@ struct lab_wake_probe *lab_wake_probe_new(unsigned bound_ms)
         abort();
     p->bound_ms = bound_ms ? bound_ms : 1;
     atomic_init(&p->ran, false);
+    atomic_init(&p->watched, false);
     return p;
 }
 
@@ -181,6 +184,7 @@ void lab_wake_probe_run(struct lab_wake_probe *p)
         p->h[i].started = pthread_create(&p->h[i].thread, NULL, helper_main, &p->h[i]) == 0;
     watch(p);
     p->wake_end = now_ns();
+    atomic_store_explicit(&p->watched, true, memory_order_release); /* pairs with finish's acquire */
 }
 
 void lab_wake_probe_hook(struct counting_waker *cw, enum waker_event ev, unsigned nth, void *arg)
@@ -239,6 +243,16 @@ enum lab_probe_verdict lab_wake_probe_finish(struct lab_wake_probe *p)
 {
     if (!atomic_load_explicit(&p->ran, memory_order_acquire)) /* pairs with the run's exchange */
         return LAB_PROBE_NOT_RUN;
+    /* a wake on another thread may still be waiting for its helpers: at most
+     * its wall limit (3 bound_ms), and a margin */
+    for (unsigned waited = 0; !atomic_load_explicit(&p->watched, memory_order_acquire) && /* pairs with the run */
+                              waited < 4 * p->bound_ms; waited++)
+        nap_ms(1);
+    if (!atomic_load_explicit(&p->watched, memory_order_acquire)) { /* pairs with the run's release */
+        snprintf(p->evidence, sizeof p->evidence, "the wake that ran the probe did not end its wait for the "
+                 "helpers within %u ms", 4 * p->bound_ms);
+        return LAB_PROBE_STUCK; /* the helpers are the waking thread's still: touch nothing */
+    }
     bool blocked[LAB_PROBE_MAX] = { false }, starved[LAB_PROBE_MAX] = { false };
     bool any_blocked = false, any_starved = false;
     for (unsigned i = 0; i < p->n; i++) {
