@@ -40,6 +40,9 @@
  * schedules with more than `bound` preemptions, threads other than A and B,
  * or the weak-memory reorderings of relaxed atomics (the switches are
  * sequentially consistent). docs/debugging.md#the-schedule-explorer.
+ * Held locks are the wrapped ones only: a lock made of anything else (a
+ * spinlock on an atomic) is not counted; wake_probe.h asks, from inside
+ * the wake, whether the API is still usable, whatever the lock.
  */
 #ifndef LAB_TEST_EXPLORE_H
 #define LAB_TEST_EXPLORE_H

@@ -309,6 +309,19 @@ static void dump_all_threads(void)
 
 /* ---- a stall: no thread of the test can ever run again ------------------- */
 
+ssize_t lab_read_small(const char *path, char *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, buf, n - 1);
+    close(fd);
+    if (got <= 0)
+        return -1;
+    buf[got] = 0;
+    return got;
+}
+
 /* Does thread `tid` (its /proc name) sleep in a futex wait without a
  * timeout (a mutex, a condition wait, a join, an untimed park)? Only
  * another thread of this process can end such a wait: the test shares no
@@ -318,14 +331,8 @@ static bool waits_forever(long tid)
 {
     char path[64], buf[256];
     snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", tid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
+    if (lab_read_small(path, buf, sizeof buf) < 0)
         return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = 0;
     long nr;
     unsigned long uaddr, op, val, timeout;
     if (sscanf(buf, "%ld %lx %lx %lx %lx", &nr, &uaddr, &op, &val, &timeout) != 5 || nr != SYS_futex)

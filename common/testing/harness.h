@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h> /* ssize_t */
 
 /* Hidden: linked into the test binary but never in its dynamic symbol table
  * (the grader links with -rdynamic so backtraces name functions), and the
@@ -85,6 +86,11 @@ void lab_record_sites(const char *why, void *const *sites, const unsigned *count
 
 /* Writes the UNJUDGED record of lab_cannot_judge (lab_test.h); call that. */
 LAB_HARNESS_HIDDEN void lab_unjudged(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A small file (a /proc one) read whole into buf, NUL-terminated: its
+ * length, or -1 (no such file, or empty). Async-signal-safe: open, read and
+ * close only. */
+ssize_t lab_read_small(const char *path, char *buf, size_t n);
 
 /* Milliseconds of wall-clock sleep (for tests that give another thread time). */
 void lab_sleep_ms(unsigned ms);

@@ -21,6 +21,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "store_buffer.h"
 
 #define SB_PAGE 4096
@@ -211,14 +212,8 @@ static bool sb_asleep(int tid)
     while (k > 0)
         path[at++] = digits[--k];
     memcpy(path + at, "/stat", 6);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
+    if (lab_read_small(path, buf, sizeof buf) < 0)
         return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = 0;
     char *close_paren = strrchr(buf, ')');
     return close_paren && close_paren[1] == ' ' && close_paren[2] == 'S';
 }

@@ -52,8 +52,9 @@ MEANS = [
      "**A simulated store buffer**: the owner's store is held back while it reads, as a real CPU "
      "may do, on every run, not once in a million"),
     ("held-locks", lambda it, code: "lab_sync_wake_under_lock" in code,
-     "**The held-lock detector**: every lock call is wrapped, and at every wake the locks the waking "
-     "thread holds are counted and named"),
+     "**The held-lock detector and the wake probe**: every lock call is wrapped, and at every wake the "
+     "locks the waking thread holds are counted and named; and from inside the wake, other threads use "
+     "the same object and a fresh one, which a lock of any kind held across the wake keeps waiting"),
     ("points", lambda it, code: "lab_sync_on_point" in code,
      "**Hooks in your lock calls**: the test runs its own code at every lock and condition call "
      "yours makes, to count them or to put the other thread's step exactly there"),

@@ -68,7 +68,7 @@ CODE_VARIANT = {"plain": "plain", "vg": "plain", "tsan": "tsan", DEBUG: DEBUG}
 VG_TIMEOUT_SCALE = 10
 
 COMMON_SOURCES = ["waker.c", "wake_obj.c", "driver.c", "coop.c", "lab_todo.c"]
-TESTING_SOURCES = ["harness.c", "wakers.c", "measure.c", "alloc_count.c", "futures.c", "virtual_clock.c", "still_clock.c", "store_buffer.c", "explore.c"]
+TESTING_SOURCES = ["harness.c", "wakers.c", "measure.c", "alloc_count.c", "futures.c", "virtual_clock.c", "still_clock.c", "store_buffer.c", "explore.c", "wake_probe.c"]
 
 ERROR = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.*)$", re.M)
 UNDEFINED = re.compile(r"undefined reference to `([^']+)'")

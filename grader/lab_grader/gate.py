@@ -87,7 +87,7 @@ ASM = re.compile(r"\b(asm|__asm__|__asm)\b")   # .incbin and raw syscalls need o
 # racy function is compiled for the TSan lane without its checks
 UNWATCHED = re.compile(r"\b\w*(sanitize|instrument)\w*\b", re.I)
 FORBIDDEN_INCLUDES = re.compile(r"^(criterion/|lab_test\.h$|harness\.h$|wakers\.h$|measure\.h$|futures\.h$|"
-                                r"virtual_clock\.h$|still_clock\.h$|store_buffer\.h$|alloc_count\.h$)")
+                                r"virtual_clock\.h$|still_clock\.h$|store_buffer\.h$|alloc_count\.h$|wake_probe\.h$)")
 MAX_SOURCE = 512 * 1024   # bytes in one student file
 # The grader's own self-tests of the jail (test_sandbox.py) turn the call
 # allowlist off, to show what the sandbox does with code that got past it.
