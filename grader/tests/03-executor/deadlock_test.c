@@ -63,6 +63,49 @@ LAB_TEST(deadlock, outside_waker_is_not_deadlock, 10)
     probe_destroy(&t);
 }
 
+/* Pending on the first poll with its waker stashed for the test, then
+ * pending for ever with no waker kept. */
+static enum poll step_stash_then_forget(struct probe_stats *st, unsigned nth, struct context *cx, uint64_t *out)
+{
+    (void)out;
+    if (nth == 1)
+        probe_stash(st, cx);
+    return POLL_PENDING;
+}
+
+/* The outside wakers go away while run is parked: the test drops one
+ * task's waker without waking it, then wakes the other, which returns
+ * Pending again keeping no waker. Whichever task run found holding an
+ * outside waker before it parked holds none now: run must find that out
+ * and answer EXECUTOR_DEADLOCK, not park again on what it saw before. */
+LAB_TEST(deadlock, outside_wakers_gone_while_parked, 10)
+{
+    struct executor *ex = new_executor();
+    struct probe_stats a, b;
+    probe_init(&a, step_stash_then_forget, NULL);
+    probe_init(&b, step_stash_then_forget, NULL);
+    struct join_handle *ja = spawn_probe(ex, &a, NULL), *jb = spawn_probe(ex, &b, NULL);
+    struct bg_run r;
+    bg_run_start(&r, ex);
+    cr_assert(probe_wait_stashed(&a, RESCUE_MS) && probe_wait_stashed(&b, RESCUE_MS),
+              "executor_run did not poll its two spawned tasks");
+    cr_assert_not(bg_run_finish(&r, SCALED_MS(100)), "executor_run returned %s while wakers of both its "
+                  "pending tasks were held outside (by the test): that is not a deadlock",
+                  executor_status_str(r.st));
+    struct waker wa = probe_take_stash(&a), wb = probe_take_stash(&b);
+    waker_drop(&wa);
+    waker_wake(&wb);
+    expect_deadlock(&r, "two pending tasks whose wakers the test held while executor_run parked; the test then "
+                    "dropped one task's waker without a wake and woke the other, which returned Pending keeping "
+                    "no waker: no waker is left outside the executor, whichever task was seen holding one before");
+    cr_assert_eq(probe_polls(&b), 2, "the woken task was polled %u times; expected twice", probe_polls(&b));
+    join_handle_drop(ja);
+    join_handle_drop(jb);
+    executor_free(ex);
+    probe_destroy(&a);
+    probe_destroy(&b);
+}
+
 /* A task joining a stuck task: its waker sits in the stuck task's join
  * handle, inside the executor. Nothing outside can help either. */
 struct joiner {

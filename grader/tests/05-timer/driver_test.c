@@ -596,3 +596,77 @@ LAB_TEST(combinators, loser_dropped_when_ready, 5)
     counting_waker_free(cw);
     vstack_free(&s);
 }
+
+/* A combinator polled by hand: a task's waker, and a first child Ready at
+ * its first poll (a countdown from 0: output 42, drops counted). */
+struct by_hand {
+    struct vstack s;
+    struct counting_waker *cw;
+    struct waker wk;
+    struct context cx;
+    unsigned drops;
+    struct countdown ready;
+    uint64_t out;
+};
+
+static void by_hand_new(struct by_hand *h)
+{
+    vstack_new(&h->s);
+    h->cw = counting_waker_new("task");
+    h->wk = counting_waker_get(h->cw);
+    h->cx = context_from_waker(&h->wk);
+    h->drops = 0;
+    h->ready = (struct countdown){ .left = 0, .drops = &h->drops };
+    h->out = 0;
+}
+
+static void by_hand_free(struct by_hand *h)
+{
+    cr_assert_eq(h->drops, 1, "the combinator dropped its Ready child %u times in all; expected once", h->drops);
+    cr_assert_eq(counting_waker_counts(h->cw).live, 1, "waker references leaked: %ld live, expected 1",
+                 counting_waker_counts(h->cw).live);
+    counting_waker_free(h->cw);
+    vstack_free(&h->s);
+}
+
+/* combinators.h, join2: "each child is polled only until it is Ready, and
+ * dropped as soon as it is": a child that finished at the first poll is gone
+ * after that poll, while the other still waits, not when the join goes (a
+ * finished child may hold a stream or a signal future until dropped). */
+LAB_TEST(combinators, join_drops_a_child_when_it_is_ready, 5)
+{
+    struct by_hand h;
+    by_hand_new(&h);
+    struct sleep b = sleep_for(h.s.td, 10 * MS_NS);
+    struct join2 j = join2_new(countdown_future(&h.ready), &h.out, sleep_future(&b), NULL);
+    cr_assert_eq(join2_poll(&j, &h.cx), POLL_PENDING, "join of a Ready future and a 10 ms sleep was Ready at once");
+    cr_assert_eq(h.out, 42, "join's first poll did not poll its first child to Ready");
+    cr_assert_eq(h.drops, 1, "join's first poll found its first child Ready, and that child was dropped %u times "
+                 "before the poll returned; expected once: each child is dropped as soon as it is Ready, while "
+                 "the other still waits (combinators.h, join2)", h.drops);
+    poll_to_ready(&h.s, join2_future(&j), NULL, h.cw);
+    future_drop(join2_future(&j));
+    by_hand_free(&h);
+}
+
+/* combinators.h, timeout: "the future's output if it finishes first (or in
+ * the same poll as the deadline)": a future Ready at the first poll, made
+ * when the deadline has just passed, wins the tie. */
+LAB_TEST(combinators, timeout_tie_goes_to_the_future, 5)
+{
+    struct by_hand h;
+    by_hand_new(&h);
+    struct timeout to = timeout_new(countdown_future(&h.ready), &h.out, h.s.td, 10 * MS_NS);
+    virtual_clock_advance(h.s.vc, 10 * MS_NS);
+    enum timeout_result res = TIMEOUT_ELAPSED;
+    cr_assert_eq(timeout_poll(&to, &h.cx, &res), POLL_READY, "a timeout whose deadline had passed and whose "
+                 "future was Ready was Pending");
+    cr_assert_eq(res, TIMEOUT_OK, "the future was Ready at the poll in which its 10 ms deadline passed, and the "
+                 "timeout answered TIMEOUT_ELAPSED; a future that finishes in the same poll as the deadline "
+                 "wins (combinators.h, timeout)");
+    cr_assert_eq(h.out, 42, "the future's output did not arrive through the timeout (%llu)",
+                 (unsigned long long)h.out);
+    cr_assert_eq(time_driver_test_timers(h.s.td), 0, "a timeout that finished left a timer in the wheel");
+    timeout_drop(&to);
+    by_hand_free(&h);
+}

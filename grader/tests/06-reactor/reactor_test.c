@@ -362,6 +362,61 @@ LAB_TEST(reactor, read_and_write_wake_independently, 5)
     duo_free(&d);
 }
 
+/* A hang-up (EPOLLHUP) or an error (EPOLLERR) that comes alone, without
+ * EPOLLIN or EPOLLOUT beside it, is for both directions (reactor.h contract
+ * 3: "hang-up: the reader, and the writer too when both directions are gone;
+ * error: both"). Real sockets mostly report EPOLLOUT with them, so the
+ * events are forged and given to reactor_dispatch: a reader and a writer
+ * pending, one event; each waker is woken once, and a poll of each direction
+ * afterwards finds it ready (a woken writer that polls and finds Pending
+ * waits for an edge that never comes). */
+LAB_TEST(reactor, hangup_and_error_alone_wake_both, 5)
+{
+    static const struct {
+        uint32_t events;
+        const char *name;
+    } kinds[] = {
+        { EPOLLHUP, "a hang-up alone (EPOLLHUP)" },
+        { EPOLLERR, "an error alone (EPOLLERR)" },
+        { EPOLLHUP | EPOLLERR, "a hang-up with an error (EPOLLHUP | EPOLLERR)" },
+    };
+    struct bare b;
+    bare_new(&b);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        int sv[2];
+        nb_socketpair(sv);
+        struct io_reg *reg = reg_of(b.r, sv[0]);
+        struct counting_waker *rw = counting_waker_new("reader"), *ww = counting_waker_new("writer");
+        struct waker rwk = counting_waker_get(rw), wwk = counting_waker_get(ww);
+        struct context rcx = context_from_waker(&rwk), wcx = context_from_waker(&wwk);
+        struct io_ready ev;
+        cr_assert_eq(reactor_poll_ready(reg, IO_READ, &rcx, &ev), POLL_PENDING, "read-ready before any event");
+        cr_assert_eq(reactor_poll_ready(reg, IO_WRITE, &wcx, &ev), POLL_PENDING, "write-ready before any event");
+        struct epoll_event e = { .events = kinds[k].events, .data.u64 = reactor_test_token(reg) };
+        reactor_dispatch(b.r, &e, 1);
+        unsigned by_reader = counting_waker_woken(rw), by_writer = counting_waker_woken(ww);
+        cr_assert(by_reader == 1 && by_writer == 1, "a reader and a writer pending on one registration, then "
+                  "reactor_dispatch of %s for it: the reader was woken %u times and the writer %u times, "
+                  "expected once each (reactor.h contract 3: hang-up wakes the reader, and the writer too when "
+                  "both directions are gone; error wakes both)", kinds[k].name, by_reader, by_writer);
+        enum poll rp = reactor_poll_ready(reg, IO_READ, &rcx, &ev);
+        enum poll wp = reactor_poll_ready(reg, IO_WRITE, &wcx, &ev);
+        cr_assert(rp == POLL_READY && wp == POLL_READY, "after reactor_dispatch of %s, reactor_poll_ready "
+                  "found the read direction %s and the write direction %s: a woken task that polls again finds "
+                  "Pending and waits for an event that never comes (reactor.h contract 3: %s is for both "
+                  "directions)", kinds[k].name, rp == POLL_READY ? "ready" : "Pending",
+                  wp == POLL_READY ? "ready" : "Pending", kinds[k].name);
+        reactor_drop_waker(reg, IO_READ);
+        reactor_drop_waker(reg, IO_WRITE);
+        reactor_deregister(b.r, reg);
+        close(sv[0]);
+        close(sv[1]);
+        counting_waker_free(rw);
+        counting_waker_free(ww);
+    }
+    bare_free(&b);
+}
+
 /* The same, the other way round: the writer registers last. */
 LAB_TEST(reactor, writer_registered_last, 5)
 {

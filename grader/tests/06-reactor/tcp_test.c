@@ -347,6 +347,29 @@ LAB_TEST(tcp, write_to_closed_peer_is_an_error_not_sigpipe, 5)
 
 /* ---- accept and EMFILE ---------------------------------------------------------------- */
 
+/* Lowers RLIMIT_NOFILE to the descriptors in use: every new descriptor from
+ * here fails with EMFILE. Returns the limit fds_back puts back. */
+static rlim_t fds_run_out(void)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rlim_t saved = rl.rlim_cur;
+    int probe = dup(0);
+    cr_assert_geq(probe, 0, "dup failed in the test itself");
+    close(probe);
+    rl.rlim_cur = (rlim_t)probe;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "setrlimit failed in the test itself");
+    return saved;
+}
+
+static void fds_back(rlim_t saved)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = saved;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 struct restore {
     rlim_t limit;
     unsigned ms;
@@ -356,10 +379,7 @@ static void *restore_limit(void *arg)
 {
     struct restore *r = arg;
     lab_sleep_ms(r->ms);
-    struct rlimit rl;
-    getrlimit(RLIMIT_NOFILE, &rl);
-    rl.rlim_cur = r->limit;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    fds_back(r->limit);
     return NULL;
 }
 
@@ -372,15 +392,7 @@ LAB_TEST(tcp, accept_emfile_backs_off, 10)
     iostack_new(&s);
     struct tcp_listener *l = iostack_listen(&s);
     int client = raw_connect(tcp_listener_port(l));
-    struct rlimit rl;
-    getrlimit(RLIMIT_NOFILE, &rl);
-    rlim_t saved = rl.rlim_cur;
-    int probe = dup(0);
-    cr_assert_geq(probe, 0, "dup failed in the test itself");
-    close(probe);
-    rl.rlim_cur = (rlim_t)probe; /* every new descriptor from here fails with EMFILE */
-    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "setrlimit failed in the test itself");
-    struct restore rs = { .limit = saved, .ms = 250 };
+    struct restore rs = { .limit = fds_run_out(), .ms = 250 };
     pthread_t th;
     pthread_create(&th, NULL, restore_limit, &rs);
 
@@ -425,21 +437,13 @@ LAB_TEST(tcp, accept_emfile_without_timer_is_the_error, 10)
     int e = tcp_listener_bind(s.r, NULL, "127.0.0.1", 0, &l);
     cr_assert_eq(e, 0, "tcp_listener_bind on 127.0.0.1:0 without a time driver failed: %s", strerror(-e));
     int client = raw_connect(tcp_listener_port(l));
-    struct rlimit rl;
-    getrlimit(RLIMIT_NOFILE, &rl);
-    rlim_t saved = rl.rlim_cur;
-    int probe = dup(0);
-    cr_assert_geq(probe, 0, "dup failed in the test itself");
-    close(probe);
-    rl.rlim_cur = (rlim_t)probe; /* every new descriptor from here fails with EMFILE */
-    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "setrlimit failed in the test itself");
+    rlim_t saved = fds_run_out();
     struct tcp_accept acc = tcp_accept(l);
     struct tcp_stream_result res = { .err = 1 };
     struct timeout to = timeout_new(tcp_accept_future(&acc), &res, s.td, 2000 * MS_NS);
     enum timeout_result tr = TIMEOUT_ELAPSED;
     enum executor_status st = executor_block_on(s.ex, timeout_future(&to), &tr);
-    rl.rlim_cur = saved;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    fds_back(saved);
     cr_assert_eq(st, EXECUTOR_OK, "block_on(timeout(accept)) ended with %s", executor_status_str(st));
     cr_assert_eq(tr, TIMEOUT_OK, "an accept on a listener without a time driver, a client waiting and no "
                  "descriptor free, was still Pending after 2 s: EMFILE was taken for \"nothing to accept\", and "
@@ -449,6 +453,74 @@ LAB_TEST(tcp, accept_emfile_without_timer_is_the_error, 10)
                  "time driver the error is the future's output)", res.err, res.err < 0 ? strerror(-res.err) : "");
     close(client);
     tcp_listener_close(l);
+    iostack_free(&s);
+}
+
+/* Polls a new accept by hand, out of descriptors, until it backs off, and
+ * puts the limit back. Returns the back-off's length: from just before the
+ * poll to the deadline of the accept's `backoff` sleep (tcp.h: armed while
+ * backing_off). */
+static uint64_t back_off_once(struct iostack *s, struct tcp_listener *l, struct tcp_accept *acc, struct context *cx)
+{
+    *acc = tcp_accept(l);
+    uint64_t t0 = 0;
+    for (int i = 0; i < 50 && !acc->backing_off; i++) {
+        struct tcp_stream_result res = { .err = 1 };
+        rlim_t saved = fds_run_out();
+        t0 = time_driver_now(s->td);
+        enum poll p = tcp_accept_poll(acc, cx, &res);
+        fds_back(saved);
+        cr_assert_eq(p, POLL_PENDING, "an accept with a client waiting and no descriptor free was Ready (err %d): "
+                     "it was to back off on a timer and try again (tcp.h contract 4)", res.err);
+        if (!acc->backing_off)
+            driver_park(io_driver_driver(s->io), 20 * MS_NS); /* the listener's readable edge */
+    }
+    cr_assert(acc->backing_off, "an accept with a client waiting and no descriptor free did not back off (tcp.h "
+              "contract 4)");
+    return acc->backoff.deadline_ns - t0;
+}
+
+/* tcp.h contract 4: "10 ms, doubling up to 1 s, reset by a success": after
+ * two back-offs in a row (10 ms, 20 ms) and an accept that succeeds, the
+ * next back-off is 10 ms again. */
+LAB_TEST(tcp, accept_backoff_reset_by_a_success, 10)
+{
+    struct iostack s;
+    iostack_new(&s);
+    struct tcp_listener *l = iostack_listen(&s);
+    struct counting_waker *cw = counting_waker_new("task");
+    int client = raw_connect(tcp_listener_port(l));
+    struct waker wk = counting_waker_get(cw);
+    struct context cx = context_from_waker(&wk);
+    struct tcp_accept acc;
+    uint64_t first = back_off_once(&s, l, &acc, &cx);
+    tcp_accept_drop(&acc);
+    uint64_t second = back_off_once(&s, l, &acc, &cx);
+    tcp_accept_drop(&acc);
+    cr_assert_geq(second, 20 * MS_NS, "two accepts out of descriptors in a row backed off %.1f ms, then %.1f ms; "
+                  "expected 10 ms, then 20 ms (tcp.h contract 4: doubling)", first / 1e6, second / 1e6);
+
+    struct tcp_stream_result res = { .err = 1 };
+    acc = tcp_accept(l);
+    enum poll p = POLL_PENDING;
+    for (int i = 0; i < 50 && (p = tcp_accept_poll(&acc, &cx, &res)) == POLL_PENDING; i++)
+        driver_park(io_driver_driver(s.io), 20 * MS_NS);
+    cr_assert_eq(p, POLL_READY, "with a descriptor free again, the waiting client was not accepted");
+    cr_assert_eq(res.err, 0, "with a descriptor free again, accept failed: %s", strerror(-res.err));
+    tcp_accept_drop(&acc);
+    tcp_stream_close(res.stream);
+
+    int client2 = raw_connect(tcp_listener_port(l));
+    uint64_t third = back_off_once(&s, l, &acc, &cx);
+    tcp_accept_drop(&acc);
+    lab_note("back-offs: %.1f ms, %.1f ms, an accept, %.1f ms", first / 1e6, second / 1e6, third / 1e6);
+    cr_assert_lt(third, 20 * MS_NS, "back-offs of %.1f ms and %.1f ms, then an accept that succeeded, then a "
+                 "back-off of %.1f ms; expected 10 ms: a success resets the back-off (tcp.h contract 4)",
+                 first / 1e6, second / 1e6, third / 1e6);
+    close(client);
+    close(client2);
+    tcp_listener_close(l);
+    counting_waker_free(cw);
     iostack_free(&s);
 }
 
@@ -529,6 +601,35 @@ LAB_TEST(tcp, drop_pending_connect_and_accept, 5)
     cr_assert_eq(counting_waker_counts(cw).live, 1, "dropping a pending accept kept its waker (%ld live; tcp.h "
                  "contract 2)",
                  counting_waker_counts(cw).live);
+    tcp_listener_close(l);
+    counting_waker_free(cw);
+    iostack_free(&s);
+}
+
+/* tcp.h contract 2: an accept dropped while it backs off (out of
+ * descriptors) takes its timer out of the wheel and gives its waker back at
+ * once: left there, the timer would fire into a future that is gone. */
+LAB_TEST(tcp, accept_dropped_while_backing_off, 5)
+{
+    struct iostack s;
+    iostack_new(&s);
+    struct tcp_listener *l = iostack_listen(&s);
+    size_t timers = time_driver_test_timers(s.td);
+    int client = raw_connect(tcp_listener_port(l));
+    struct counting_waker *cw = counting_waker_new("task");
+    struct waker wk = counting_waker_get(cw);
+    struct context cx = context_from_waker(&wk);
+    struct tcp_accept acc;
+    back_off_once(&s, l, &acc, &cx);
+    cr_assert_eq(time_driver_test_timers(s.td), timers + 1, "an accept backing off has no timer in the wheel");
+    tcp_accept_drop(&acc);
+    cr_assert_eq(time_driver_test_timers(s.td), timers, "an accept dropped while it backed off (EMFILE) left its "
+                 "back-off timer in the wheel, to fire into a future that is gone (tcp.h contract 2: dropping a "
+                 "pending future deregisters its interest at once)");
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "an accept dropped while it backed off kept its waker (%ld "
+                 "live; tcp.h contract 2)",
+                 counting_waker_counts(cw).live);
+    close(client);
     tcp_listener_close(l);
     counting_waker_free(cw);
     iostack_free(&s);

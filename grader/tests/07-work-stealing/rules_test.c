@@ -203,6 +203,58 @@ LAB_TEST(chan_rules, spent_budget_sends_and_takes_nothing, 5)
     }
 }
 
+/* A full channel of capacity 1, two senders queued on it (of 2, then 3);
+ * a receive frees the slot and wakes the first. A newcomer's send (of 4),
+ * polled before or after the woken sender: the second sender is still
+ * queued, so the newcomer's message comes after its 3 (channel.h contract
+ * 3: waiters in FIFO order; a newcomer does not pass a queued sender). */
+LAB_TEST(chan_rules, newcomer_send_does_not_pass_a_queued_sender, 5)
+{
+    for (int newcomer_first = 0; newcomer_first < 2; newcomer_first++) {
+        struct chan *c = chan_new(1);
+        cr_assert_not_null(c, "chan_new(1) returned NULL");
+        struct waker nw = noop_waker();
+        struct context cx = context_from_waker(&nw);
+        enum chan_status st;
+        uint64_t v = 0;
+        cr_assert(chan_try_send(c, 1), "chan_try_send on an empty channel of capacity 1 failed");
+        struct chan_send s[3]; /* the first queued, the second queued, the newcomer */
+        bool sent[3] = { false, false, false };
+        for (int i = 0; i < 2; i++) {
+            chan_send_init(&s[i], c, 2 + (uint64_t)i);
+            cr_assert_eq(chan_send_poll(&s[i], &cx, &st), POLL_PENDING, "a send on a full channel was Ready");
+        }
+        struct chan_recv r;
+        chan_recv_init(&r, c);
+        cr_assert_eq(chan_recv_poll(&r, &cx, &v, &st), POLL_READY, "a receive on a full channel waited");
+        chan_recv_drop(&r);
+        chan_send_init(&s[2], c, 4);
+        static const int order[2][3] = { { 0, 1, 2 }, { 2, 0, 1 } };
+        uint64_t got[3] = { 0, 0, 0 };
+        unsigned n = 0;
+        for (int round = 0; round < 8 && n < 3; round++) {
+            for (int k = 0; k < 3; k++) {
+                int i = order[round == 0 ? newcomer_first : 0][k];
+                if (!sent[i])
+                    sent[i] = chan_send_poll(&s[i], &cx, &st) == POLL_READY;
+            }
+            chan_recv_init(&r, c);
+            if (chan_recv_poll(&r, &cx, &v, &st) == POLL_READY)
+                got[n++] = v;
+            chan_recv_drop(&r);
+        }
+        cr_assert(n == 3 && got[0] == 2 && got[1] == 3 && got[2] == 4, "capacity 1, full; sends of 2 and then 3 "
+                  "queued; a receive freed the slot; a new send of 4 polled %s the first queued send; the messages "
+                  "then received were %llu, %llu, %llu (%u of 3): the new send went before a sender that was "
+                  "queued before it (channel.h contract 3: waiters in FIFO order)",
+                  newcomer_first ? "before" : "after", (unsigned long long)got[0], (unsigned long long)got[1],
+                  (unsigned long long)got[2], n);
+        for (int i = 0; i < 3; i++)
+            chan_send_drop(&s[i]);
+        chan_free(c);
+    }
+}
+
 /* ---- the async mutex: nobody waiting ------------------------------------------------ */
 
 LAB_TEST(mutex_rules, unlock_frees_when_the_waiter_was_dropped, 5)
@@ -227,6 +279,53 @@ LAB_TEST(mutex_rules, unlock_frees_when_the_waiter_was_dropped, 5)
     async_mutex_lock_drop(&next);
     async_mutex_lock_drop(&holder);
     async_mutex_destroy(&m);
+}
+
+/* ---- the async mutex: one waiter ------------------------------------------------------ */
+
+/* One holder, exactly one waiter. The holder unlocks: the mutex is the
+ * waiter's from then on, so of a newcomer's lock and the waiter's, polled
+ * after the unlock in either order, at most one is Ready before the next
+ * unlock: two Ready are two holders at once. */
+LAB_TEST(mutex_rules, unlock_with_one_waiter_leaves_one_holder, 5)
+{
+    for (int newcomer_first = 0; newcomer_first < 2; newcomer_first++) {
+        struct async_mutex m;
+        cr_assert_eq(async_mutex_init(&m), 0, "async_mutex_init failed");
+        struct waker nw = noop_waker();
+        struct context cx = context_from_waker(&nw);
+        struct async_mutex_lock holder, waiter, newcomer;
+        async_mutex_lock_init(&holder, &m);
+        cr_assert_eq(async_mutex_lock_poll(&holder, &cx), POLL_READY, "a lock of a free mutex waited");
+        async_mutex_lock_init(&waiter, &m);
+        cr_assert_eq(async_mutex_lock_poll(&waiter, &cx), POLL_PENDING, "a second lock of a held mutex was Ready");
+        async_mutex_unlock(&m);
+        async_mutex_lock_init(&newcomer, &m);
+        enum poll pn, pw;
+        if (newcomer_first) {
+            pn = async_mutex_lock_poll(&newcomer, &cx);
+            pw = async_mutex_lock_poll(&waiter, &cx);
+        } else {
+            pw = async_mutex_lock_poll(&waiter, &cx);
+            pn = async_mutex_lock_poll(&newcomer, &cx);
+        }
+        cr_assert(!(pn == POLL_READY && pw == POLL_READY), "a holder, one waiter queued behind it, the holder's "
+                  "unlock, then a new lock and the waiter's lock polled (%s first): both were Ready, with no "
+                  "unlock between them: two tasks held the mutex at once (channel.h, the async mutex: unlock "
+                  "hands the mutex straight to the first waiter)", newcomer_first ? "the new lock" : "the waiter");
+        struct async_mutex_lock *mine[] = { &waiter, &newcomer };
+        enum poll got[] = { pw, pn };
+        for (int i = 0; i < 2; i++)
+            if (got[i] == POLL_PENDING)
+                async_mutex_lock_drop(mine[i]);
+        for (int i = 0; i < 2; i++)
+            if (got[i] == POLL_READY) {
+                async_mutex_unlock(&m);
+                async_mutex_lock_drop(mine[i]);
+            }
+        async_mutex_lock_drop(&holder);
+        async_mutex_destroy(&m);
+    }
 }
 
 /* ---- a budget for every poll ------------------------------------------------------- */

@@ -999,6 +999,7 @@ LAB_TEST(shutdown, pending_parked_and_queued, 20)
 #include "parker.h"
 #include "sleep.h"
 #include "time_driver.h"
+#include "virtual_clock.h"
 
 struct nap {
     struct sleep s;
@@ -1065,4 +1066,98 @@ LAB_TEST(driver, sleeps_fire_on_idle_workers, 5)
     ws_runtime_free(rt);
     time_driver_free(td);
     parker_release(p);
+}
+
+/* Every worker busy for ever: three tasks that yield on every poll (a yield
+ * goes to the injector, so a worker always finds one) on two workers, each
+ * poll 100 us of virtual time, and a 10 ms sleep. No worker is ever idle,
+ * so none parks in the driver; the sleep fires because a busy worker gives
+ * the driver a zero-timeout look on its 61st tick when nobody is in it
+ * (runtime.h contract 5, on contract 3's tick: docs/07-work-stealing.md#fairness). */
+struct busy {
+    struct virtual_clock *vc;
+    atomic_bool stop;
+    atomic_ulong polls;    /* the yielding tasks' polls */
+    atomic_ullong due_ns;  /* the sleep's deadline; 0: no sleep yet */
+    atomic_ulong due_at;   /* polls when the clock passed due_ns; 0: not yet */
+    atomic_ulong done_at;  /* polls when the sleep was Ready; 0: not yet */
+};
+
+static enum poll step_busy(void *arg, struct context *cx, unsigned nth)
+{
+    (void)nth;
+    struct busy *b = arg;
+    if (atomic_load(&b->stop))
+        return POLL_READY;
+    unsigned long polls = atomic_fetch_add(&b->polls, 1) + 1, zero = 0;
+    virtual_clock_advance(b->vc, 100000);
+    uint64_t due = atomic_load(&b->due_ns);
+    if (due && virtual_clock_now(b->vc) >= due)
+        atomic_compare_exchange_strong(&b->due_at, &zero, polls);
+    waker_wake_by_ref(cx->waker);
+    return POLL_PENDING;
+}
+
+/* the sleep's task (its state is copied into the task at the spawn) */
+struct busy_nap {
+    struct sleep s;
+    struct busy *b;
+};
+
+static enum poll busy_nap_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct busy_nap *n = self;
+    if (sleep_poll(&n->s, cx) == POLL_PENDING)
+        return POLL_PENDING;
+    atomic_store(&n->b->done_at, atomic_load(&n->b->polls));
+    return POLL_READY;
+}
+static void busy_nap_drop(void *self) { sleep_drop(&((struct busy_nap *)self)->s); }
+static const struct future_vtable busy_nap_vt = FUTURE_VTABLE_INIT(struct busy_nap, 0, busy_nap_poll, busy_nap_drop);
+
+static bool busy_polls_300(void *arg) { return atomic_load(&((struct busy *)arg)->polls) >= 300; }
+
+/* not in the driver suite, which Valgrind runs too: there the threads take
+ * turns, a worker can be held off inside its look at the driver (nobody
+ * else may look then) while the other runs thousands of polls */
+LAB_SUITE(driver_busy, 10);
+
+LAB_TEST(driver_busy, sleeps_fire_on_busy_workers, 10)
+{
+    struct virtual_clock *vc = virtual_clock_new(UINT64_C(1000) * 1000000000u);
+    struct time_driver *td = vc ? time_driver_new(virtual_clock_driver(vc)) : NULL;
+    cr_assert(vc && td, "virtual_clock_new or time_driver_new failed");
+    struct ws_runtime *rt = ws_runtime_new(2, time_driver_driver(td));
+    cr_assert_not_null(rt, "ws_runtime_new failed");
+    struct busy b = { .vc = vc };
+    atomic_init(&b.stop, false);
+    atomic_init(&b.polls, 0);
+    atomic_init(&b.due_ns, 0);
+    atomic_init(&b.due_at, 0);
+    atomic_init(&b.done_at, 0);
+    struct join_handle *jh[4];
+    for (unsigned i = 0; i < 3; i++)
+        jh[i] = spawn_step(rt, step_busy, &b);
+    cr_assert(wait_until(busy_polls_300, &b, RESCUE_MS), "three tasks that yield on every poll made %lu polls in "
+              "%u ms", atomic_load(&b.polls), RESCUE_MS);
+    struct busy_nap nap = { .s = sleep_for(td, 10 * 1000000u), .b = &b };
+    atomic_store(&b.due_ns, nap.s.deadline_ns);
+    jh[3] = ws_spawn(rt, future_of(&busy_nap_vt, &nap), NULL);
+    cr_assert_not_null(jh[3], "ws_spawn failed");
+    uint64_t t0 = monotonic_ns();
+    while (!atomic_load(&b.done_at) && monotonic_ns() - t0 < SCALED_MS(1000) * 1000000ull)
+        lab_sleep_ms(1);
+    unsigned long polls = atomic_load(&b.polls), done_at = atomic_load(&b.done_at);
+    atomic_store(&b.stop, true);
+    cr_assert_eq(join_all_within(jh, 4, RESCUE_MS), 4, "the tasks did not finish once told to stop");
+    unsigned long due_at = atomic_load(&b.due_at); /* final: the yielding tasks are done */
+    ws_runtime_free(rt);
+    time_driver_free(td);
+    virtual_clock_free(vc);
+    lab_note("the sleep's deadline passed at poll %lu, the sleep was Ready at poll %lu", due_at, done_at);
+    cr_assert(done_at, "a 10 ms sleep beside three tasks that yield on every poll (100 us of virtual time each) on "
+              "two workers had not fired %lu of their polls (%u ms) past its deadline: with every worker busy, "
+              "none parked in the driver and no busy one looked at it (runtime.h contract 5; a worker's 61st "
+              "tick: docs/07-work-stealing.md#fairness)", due_at ? polls - due_at : 0, SCALED_MS(1000));
 }

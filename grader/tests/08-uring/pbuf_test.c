@@ -248,9 +248,17 @@ LAB_TEST(pbuf, enobufs_rearms, 10)
         sent[i] = (char)('a' + i % 26);
     /* 32 bytes at once: the kernel fills both buffers and ends the receive
      * with -ENOBUFS (no IORING_CQE_F_MORE); 24 bytes wait in the socket */
+    uint64_t sqes = ring_test_stats(r).sqes;
     cr_assert(raw_send_all(sv[1], sent, sizeof sent), "the test's peer could not send");
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 8; i++)
         driver_park(ring_driver(r), 0);
+    /* ring.h contract 6: submitted again "once a buffer is back", and not
+     * before: with both buffers held, a receive submitted again ends with
+     * -ENOBUFS at once, every park */
+    uint64_t again = ring_test_stats(r).sqes - sqes;
+    cr_assert_leq(again, 1, "both provided buffers held and not taken, the receive ended by -ENOBUFS was submitted "
+                  "%llu times in 8 parks: each ended at once with -ENOBUFS again, no buffer being back (ring.h "
+                  "contract 6)", (unsigned long long)again);
     size_t got = take(r, id, out, sizeof sent, 4);
     cr_assert_eq(got, sizeof sent, "%zu of %zu bytes received after 2 s: the kernel ran out of provided buffers "
                  "and ended the receive (-ENOBUFS, no IORING_CQE_F_MORE); it must be submitted again once a buffer "

@@ -149,6 +149,18 @@ LAB_TEST(ring_driver, park_times_out, 10)
     cr_assert_leq(ring_test_stats(r).enters - enters, 1, "park(30 ms) entered the kernel %llu times; expected one "
                   "io_uring_enter that submits and waits (ring.h contract 4)",
                   (unsigned long long)(ring_test_stats(r).enters - enters));
+    /* "for at most t (ns, not rounded)": a timeout with a part below 1 ms
+     * waits that part too; cut to whole ms, the time driver's sub-ms
+     * remainder is a 0 ms park, again and again until the tick */
+    static const uint64_t sub_ms[] = { UINT64_C(300000), UINT64_C(1500000) };
+    for (unsigned i = 0; i < sizeof sub_ms / sizeof sub_ms[0]; i++) {
+        t0 = monotonic_ns();
+        driver_park(d, (int64_t)sub_ms[i]);
+        waited = monotonic_ns() - t0;
+        cr_assert_geq(waited, sub_ms[i] * 9 / 10, "park(%llu us) returned after %llu us with nothing to do: the "
+                      "timeout's part below 1 ms was not waited (ring.h contract 4: at most t, in ns, not "
+                      "rounded)", (unsigned long long)(sub_ms[i] / 1000), (unsigned long long)(waited / 1000));
+    }
     ring_free_checked(r);
 }
 
