@@ -17,7 +17,11 @@ system one from `#include <signal.h>`.
 
 Objects are cached by the hash of their source, flags and the headers they
 can see, so grading many trees (a class, the mutants) compiles common/ and the
-tests once. A group of objects (a stage's tests, common/) compiles on up to
+tests once. A student's file is cached by what its compile read (ccache's
+"direct mode"): a manifest, keyed by the source, the flags and the names of
+the files the compiler could see, lists the files the last such compile
+read (gcc -MD), and the object's key hashes their contents; a mutant of one
+file compiles that file again, not its stage's other files. A group of objects (a stage's tests, common/) compiles on up to
 JOBS threads; an object is compiled under a file lock too, so two graders
 sharing a build directory (make watch beside make grade, the self-tests'
 two workers) compile it once, not both at the same time.
@@ -214,6 +218,78 @@ def _digest(*parts):
     return h.hexdigest()[:24]
 
 
+def _listing(dirs):
+    """The names of every file under each folder, by the folder's place
+    in the list: what `__has_include` could find (names, not contents; the
+    contents that matter are the ones a compile read)."""
+    parts = []
+    for i, d in enumerate(dirs):
+        for top, subdirs, files in os.walk(d):
+            subdirs.sort()
+            rel = os.path.relpath(top, d)
+            parts += [f"{i}/{rel}/{f}" for f in sorted(files)]
+    return _digest(*parts)
+
+
+def _where(path, dirs):
+    """(the folder's place in dirs, the path below it), the innermost folder
+    first; (-1, path) for a file outside them (the system's headers)."""
+    path = os.path.normpath(path)
+    best = (-1, path, -1)
+    for i, d in enumerate(dirs):
+        for base in {os.path.normpath(str(d)), os.path.realpath(d)}:
+            if path.startswith(base + os.sep) and len(base) > best[2]:
+                best = (i, os.path.relpath(path, base), len(base))
+    return best[:2]
+
+
+def _path(dep, dirs):
+    i, rel = dep
+    return pathlib.Path(rel) if i < 0 else pathlib.Path(dirs[i]) / rel
+
+
+def _read_deps(dfile, dirs):
+    """The files gcc -MD says a compile read, as _where places them."""
+    text = dfile.read_text().replace("\\\n", " ")
+    words = re.findall(r"(?:\\.|[^\s\\])+", text.split(":", 1)[1] if ":" in text else "")
+    seen = []
+    for w in words:
+        dep = _where(re.sub(r"\\(.)", r"\1", w).replace("$$", "$"), dirs)
+        if dep not in seen:
+            seen.append(dep)
+    return seen
+
+
+def _deps_key(manifest, deps, dirs):
+    """An object's key: its manifest and the contents of the files it
+    read (the system's headers under /usr by name: they change with the
+    machine, not the tree); None when one is gone."""
+    parts = [manifest.name]
+    for dep in deps:
+        parts.append(f"{dep[0]}/{dep[1]}")
+        if dep[0] >= 0 or not dep[1].startswith("/usr/"):
+            try:
+                parts.append(_path(dep, dirs).read_bytes())
+            except OSError:
+                return None
+    return _digest(*parts)
+
+
+def _compiled_or_raise(proc, tmp, also):
+    """The compiler's output; BuildError with its first error (and the
+    temporary files removed) when it failed."""
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        for _, t in also:
+            t.unlink(missing_ok=True)
+        m = ERROR.search(out)
+        first = (f"{m.group('file')}:{m.group('line')}: {m.group('msg')}" if m
+                 else (out.strip().splitlines() or ["the compiler failed"])[0])
+        raise BuildError(first, out)
+    return out
+
+
 class Builder:
     def __init__(self, root, build_dir):
         self.root = pathlib.Path(root)
@@ -266,17 +342,14 @@ class Builder:
         flags = BASE + WARN + OPT[variant] + (["-Werror"] if werror else []) + list(extra)
         incs = self.include_flags(variant, stage_dirs, student=jailed)
         if jailed:
-            # every file the compiler can see, by content: a student's file
-            # may include any file of its stage folders (impl.c as well as a
-            # header), and nothing else but common/ and the system's
-            visible = [self.common, self.tracing] + list(stage_dirs)
-            seen = self._files_digest(visible, "*")
-        else:
-            # the grader's own sources include headers only: two trees with
-            # the same headers share the grader's test objects
-            visible = [self.common, self.tracing, self.testing, self.testing / "standin" / "criterion"] + list(stage_dirs)
-            seen = self._files_digest(visible, "*.h")
-        key = _digest(source.read_bytes(), " ".join(flags), seen, variant, "student" if jailed else "")
+            # a student's file may include any file of its stage folders
+            # (impl.c as well as a header), and nothing else but common/ and
+            # the system's
+            return self._compile_student(source, variant, flags, incs, [self.common, self.tracing, *stage_dirs])
+        # the grader's own sources include headers only: two trees with the
+        # same headers share the grader's test objects
+        visible = [self.common, self.tracing, self.testing, self.testing / "standin" / "criterion"] + list(stage_dirs)
+        key = _digest(source.read_bytes(), " ".join(flags), self._files_digest(visible, "*.h"), variant, "")
         obj = self.obj_dir / f"{source.stem}-{key}.o"
         log = obj.with_suffix(".log")
         if obj.exists():
@@ -285,24 +358,64 @@ class Builder:
             if obj.exists():
                 return Compiled(obj, log.read_text() if log.exists() else "")
             tmp = obj.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
-            temps = ["-save-temps=obj"] if jailed else []
-            also = [(".i", tmp.with_suffix(".i")), (".s", tmp.with_suffix(".s"))] if jailed else []
-            proc = run_limited([CC, *flags, *temps, *incs, "-c", str(source), "-o", str(tmp)], output=tmp,
-                               jailed=jailed, sees=visible, also=also)
-            out = proc.stdout + proc.stderr
-            if proc.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                for _, t in also:
-                    t.unlink(missing_ok=True)
-                m = ERROR.search(out)
-                first = (f"{m.group('file')}:{m.group('line')}: {m.group('msg')}" if m
-                         else (out.strip().splitlines() or ["the compiler failed"])[0])
-                raise BuildError(first, out)
+            out = _compiled_or_raise(run_limited([CC, *flags, *incs, "-c", str(source), "-o", str(tmp)]), tmp, [])
             log.write_text(out)
-            for suffix, t in also:
-                os.replace(t, obj.with_suffix(suffix))
             os.replace(tmp, obj)
             return Compiled(obj, out)
+
+    # -- a student's file: cached by what its compile read ------------------
+
+    def _compile_student(self, source, variant, flags, incs, visible):
+        """compile(jailed=True): in the jail, with the preprocessed text and
+        the assembly kept beside the object (its .i and .s) for the gate.
+        Looked up through the manifest of what the last compile of this
+        source, with these flags and these visible file names, read."""
+        text = source.read_bytes()
+        listing = _listing(visible)
+        manifest = self.obj_dir / f"{source.stem}-{_digest(text, ' '.join(flags), variant, 'student', listing)}.deps"
+        found = self._cached(source, manifest, visible)
+        if found:
+            return found
+        with self._lock(str(manifest)), _file_lock(manifest.with_suffix(".lock")):
+            found = self._cached(source, manifest, visible)
+            if found:
+                return found
+            tmp = manifest.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
+            also = [(s, tmp.with_suffix(s)) for s in (".i", ".s", ".d")]
+            proc = run_limited([CC, *flags, "-save-temps=obj", "-MD", *incs, "-c", str(source), "-o", str(tmp)],
+                               output=tmp, jailed=True, sees=visible, also=also)
+            out = _compiled_or_raise(proc, tmp, also)
+            deps = _read_deps(also[2][1], visible)
+            also[2][1].unlink(missing_ok=True)
+            key = _deps_key(manifest, deps, visible)
+            # the folders are the grading's own copies (intake.py), so no
+            # file changes while it compiles; a source that did anyway
+            # keeps its object under a name no lookup makes
+            steady = key is not None and source.read_bytes() == text
+            obj = self.obj_dir / (f"{source.stem}-{key}.o" if steady else tmp.with_suffix(".unsteady.o").name)
+            obj.with_suffix(".log").write_text(out)
+            for suffix, t in also[:2]:
+                os.replace(t, obj.with_suffix(suffix))
+            os.replace(tmp, obj)
+            if steady:
+                part = manifest.with_suffix(f".part{os.getpid()}.{threading.get_ident()}")
+                part.write_text("\n".join(f"{i}\t{rel}" for i, rel in deps) + "\n")
+                os.replace(part, manifest)
+            return Compiled(obj, out)
+
+    def _cached(self, source, manifest, visible):
+        """The object the manifest leads to with today's contents, if it
+        was made; None otherwise."""
+        try:
+            deps = [tuple(line.split("\t", 1)) for line in manifest.read_text().splitlines() if line]
+        except OSError:
+            return None
+        key = _deps_key(manifest, [(int(i), rel) for i, rel in deps], visible)
+        obj = self.obj_dir / f"{source.stem}-{key}.o"
+        if key is None or not obj.exists():
+            return None
+        log = obj.with_suffix(".log")
+        return Compiled(obj, log.read_text() if log.exists() else "")
 
     def preprocess(self, source, stage_dirs, flags=()):
         """A file after the preprocessor, in the jail, as a student's file is

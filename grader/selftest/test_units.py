@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from conftest import GRADER
+from conftest import GRADER, ROOT
 
 sys.path.insert(0, str(GRADER))
 sys.path.insert(0, str(GRADER / "authoring"))
@@ -532,3 +532,48 @@ def test_copy_back_brings_only_what_the_grader_reads(tmp_path):
     jail.copy_back(src, dst)
     assert sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file()) == [
         "rec/s.t.log", "report.xml", "vg/1.log"]
+
+
+# ---- the object cache: a student's file keyed by what its compile read -------
+
+def test_a_student_object_is_compiled_again_exactly_when_what_it_read_changes(tmp_path):
+    """build.Builder's direct mode: an edit to one file of a stage compiles
+    that file again and no other; an edit to a header compiles its
+    includers; a new file that a `__has_include` finds compiles the file
+    that asked again; a tree elsewhere with the same contents compiles nothing."""
+    import shutil
+    from lab_grader import build
+
+    def tree(name):
+        d = tmp_path / name / "stage"
+        d.mkdir(parents=True)
+        (d / "h.h").write_text("#define H_VALUE 1\n")
+        (d / "a.c").write_text('#include "h.h"\nint a_value(void) { return H_VALUE; }\n')
+        (d / "b.c").write_text('#if __has_include("x.h")\nint b_value(void) { return 2; }\n'
+                               '#else\nint b_value(void) { return 3; }\n#endif\n')
+        return d
+
+    b = build.Builder(ROOT, tmp_path / "build")
+
+    def objs(d):
+        return {n: b.compile(d / n, "plain", [d], werror=True, jailed=True).obj for n in ("a.c", "b.c")}
+
+    one = tree("one")
+    first = objs(one)
+    assert objs(one) == first, "nothing changed, yet a file compiled again"
+    (one / "b.c").write_text((one / "b.c").read_text() + "/* edited */\n")
+    second = objs(one)
+    assert second["a.c"] == first["a.c"] and second["b.c"] != first["b.c"], (first, second)
+    (one / "h.h").write_text("#define H_VALUE 4\n")
+    third = objs(one)
+    assert third["a.c"] != second["a.c"] and third["b.c"] == second["b.c"], (second, third)
+    (one / "x.h").write_text("/* found by __has_include */\n")
+    fourth = objs(one)
+    # (a.c compiles again too: a new name could change any file's
+    # preprocessing, and which files it changes is known only by compiling)
+    assert fourth["b.c"] != third["b.c"], (third, fourth)
+    for o in fourth.values():
+        assert o.with_suffix(".i").is_file() and o.with_suffix(".s").is_file(), "the gate reads the .i and .s"
+    other = tmp_path / "other" / "stage"
+    shutil.copytree(one, other)
+    assert objs(other) == fourth, "a copy of the same files elsewhere compiled again"
