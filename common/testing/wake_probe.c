@@ -195,6 +195,14 @@ void lab_wake_probe_hook(struct counting_waker *cw, enum waker_event ev, unsigne
         lab_wake_probe_run(arg);
 }
 
+void lab_wake_probe_drop_hook(struct counting_waker *cw, enum waker_event ev, unsigned nth, void *arg)
+{
+    (void)cw;
+    (void)nth;
+    if (ev == WAKER_EV_DROP)
+        lab_wake_probe_run(arg);
+}
+
 static void say(struct lab_wake_probe *p, size_t *at, const char *fmt, double a, double b, double c)
 {
     if (*at >= sizeof p->evidence)

@@ -50,6 +50,10 @@ void lab_wake_probe_run(struct lab_wake_probe *p);
 /* A counting-waker hook (wakers.h) that runs the probe `arg` at the first
  * wake or wake_by_ref. */
 void lab_wake_probe_hook(struct counting_waker *cw, enum waker_event ev, unsigned nth, void *arg);
+/* The same at the first drop: a waker given back (a future dropped, a
+ * registration removed) runs the executor's code too, which the same rule
+ * keeps out of every lock. */
+void lab_wake_probe_drop_hook(struct counting_waker *cw, enum waker_event ev, unsigned nth, void *arg);
 
 enum lab_probe_verdict {
     LAB_PROBE_NOT_RUN,  /* no wake ran it */

@@ -16,7 +16,8 @@
  *     stored (a re-poll by the same task clones nothing).
  *  2. A poll that finds the deadline passed is Ready without registering.
  *  3. Dropping a sleep (sleep_drop, or future_drop on sleep_future) cancels
- *     its timer at once: the wheel forgets it and its waker is released.
+ *     its timer at once: the wheel forgets it and its waker is released,
+ *     after every lock is (a drop runs the executor's code, as a wake does).
  *  4. Poll after Ready is Ready again.
  * Output: none (output_size 0).
  */

@@ -41,7 +41,8 @@
  *     both), and no other.
  *  4. poll_ready checks and registers under the lock dispatch sets readiness
  *     under, so an event is either seen by the check or finds the waker.
- *     Wakers are woken after the lock is released.
+ *     Wakers are woken, and dropped, after the lock is released (a drop
+ *     runs the executor's code, as a wake does).
  *  5. reactor_deregister removes the descriptor from epoll (before the
  *     caller closes it: epoll watches the open file, not the number, and a
  *     dup() of it would keep the registration alive), bumps the slot's

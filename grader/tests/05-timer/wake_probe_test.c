@@ -11,7 +11,9 @@
  * and another uses a fresh driver (a timer registered, fired by a park,
  * the driver freed). Each must finish while the wake is still running: the
  * woken task, run at once on another thread, polls its sleep and registers
- * its next one.
+ * its next one. driver_usable_inside_the_drop asks the same inside the drop
+ * of the waker a cancelled timer gives back (sleep.h contract 3: the
+ * reference goes back after the unlock).
  */
 #include "stage05.h"
 #include "wake_probe.h"
@@ -118,4 +120,58 @@ LAB_TEST(timer_rules, driver_usable_inside_the_wake, 15)
             counting_waker_free(cw[i]);
         }
     }
+}
+
+struct other_timer {
+    struct time_driver *td;
+    bool fired;          /* time_timer_poll of a timer an hour away: false expected */
+};
+
+static void use_other(void *arg)
+{
+    struct other_timer *ot = arg;
+    struct waker nw = noop_waker();
+    struct time_timer other;
+    time_timer_init(&other);
+    ot->fired = time_timer_poll(ot->td, &other, ORIGIN_NS + HOUR_NS, &nw);
+    time_timer_cancel(ot->td, &other);
+}
+
+LAB_TEST(timer_rules, driver_usable_inside_the_drop, 15)
+{
+    struct virtual_clock *vc = virtual_clock_new(ORIGIN_NS);
+    cr_assert_not_null(vc, "virtual_clock_new failed");
+    struct time_driver *td = time_driver_new(virtual_clock_driver(vc));
+    cr_assert_not_null(td, "time_driver_new returned NULL");
+    struct time_timer t;
+    time_timer_init(&t);
+    struct counting_waker *cw = counting_waker_new("timer");
+    struct waker w = counting_waker_get(cw);
+    cr_assert_not(time_timer_poll(td, &t, ORIGIN_NS + 5 * MS_NS, &w), "a timer 5 ms away was fired at once");
+    struct other_timer ot = { .td = td, .fired = true };
+    struct fresh_driver fd = { .made = false };
+    struct lab_wake_probe *probe = lab_wake_probe_new(SCALED_MS(1000));
+    lab_wake_probe_add(probe, "a timer registered and cancelled on the same driver", use_other, &ot);
+    lab_wake_probe_add(probe, "a fresh driver's timer registered, fired by a park, and the driver freed", use_fresh, &fd);
+    counting_waker_set_hook(cw, lab_wake_probe_drop_hook, probe);
+    time_timer_cancel(td, &t);
+    enum lab_probe_verdict v = lab_wake_probe_finish(probe);
+    counting_waker_set_hook(cw, NULL, NULL);
+    const char *seen = lab_wake_probe_evidence(probe);
+    cr_assert_neq(v, LAB_PROBE_NOT_RUN, "time_timer_cancel of a pending timer did not give back the waker its poll "
+                  "stored (sleep.h contract 3: a cancelled timer keeps no reference)");
+    if (v == LAB_PROBE_STARVED)
+        lab_cannot_judge("inside the cancelled timer's waker drop: %s", seen);
+    cr_assert_eq(v, LAB_PROBE_USABLE, "time_timer_cancel: a lock the time driver needs was still held while the "
+                 "cancelled timer's waker was dropped (sleep.h contract 3: a waker's drop runs the executor's code, "
+                 "so it comes after every lock, of any kind, is released): %s", seen);
+    cr_assert(!ot.fired && fd.made && !fd.before && fd.after, "from inside the cancelled timer's waker drop: a timer an "
+              "hour away polled %s; a fresh driver's timer 1 ms away polled %s before a park 5 ms on and %s after it "
+              "(expected false; false, true)", ot.fired ? "true" : "false", fd.before ? "true" : "false",
+              fd.after ? "true" : "false");
+    lab_wake_probe_free(probe);
+    time_driver_free(td);
+    virtual_clock_free(vc);
+    cr_assert_eq(counting_waker_counts(cw).live, 1, "the time driver kept a reference to a cancelled timer's waker");
+    counting_waker_free(cw);
 }

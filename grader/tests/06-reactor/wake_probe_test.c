@@ -11,7 +11,10 @@
  * same reactor (and, after a park, unparks the same driver), and another
  * uses a fresh reactor (register, a forged event, poll, deregister, free).
  * Each must finish while the wake is still running: a worker that runs the
- * woken task at once polls the same readiness.
+ * woken task at once polls the same readiness. reactor_usable_inside_the_drop
+ * asks the same inside the drop of a waker the reactor gives back
+ * (reactor_deregister, contract 5; reactor_drop_waker, tcp.h contract 2):
+ * a drop runs the executor's code as a wake does (contract 4).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +34,22 @@ struct same_reactor {
     int registered;         /* reactor_register of another socket: 0 expected */
 };
 
+/* reactor_register's result for a fresh socket on r, deregistered at once;
+ * -1 when the test could not make the socket. */
+static int register_another(struct reactor *r)
+{
+    int sv[2], registered = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0) {
+        struct io_reg *other;
+        registered = reactor_register(r, sv[0], &other);
+        if (registered == 0)
+            reactor_deregister(r, other);
+        close(sv[0]);
+        close(sv[1]);
+    }
+    return registered;
+}
+
 static void use_same(void *arg)
 {
     struct same_reactor *sr = arg;
@@ -38,16 +57,7 @@ static void use_same(void *arg)
     struct context cx = context_from_waker(&nw);
     struct io_ready ev;
     sr->read_ready = reactor_poll_ready(sr->reg, IO_READ, &cx, &ev);
-    int sv[2];
-    sr->registered = -1;
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0) {
-        struct io_reg *other;
-        sr->registered = reactor_register(sr->r, sv[0], &other);
-        if (sr->registered == 0)
-            reactor_deregister(sr->r, other);
-        close(sv[0]);
-        close(sv[1]);
-    }
+    sr->registered = register_another(sr->r);
     if (sr->io)
         driver_unpark(io_driver_driver(sr->io));
 }
@@ -149,6 +159,71 @@ LAB_TEST(reactor_explore, reactor_usable_inside_the_wake, 10)
         struct waker_counts n = counting_waker_counts(rd);
         cr_assert_eq(n.live, 1, "the reactor kept a reference to the reader's waker after deregistering "
                      "(reactor.h contract 5)");
+        counting_waker_free(rd);
+    }
+}
+
+struct other_socket {
+    struct reactor *r;
+    int registered;         /* reactor_register of another socket: 0 expected */
+};
+
+static void use_other(void *arg)
+{
+    struct other_socket *os = arg;
+    os->registered = register_another(os->r);
+}
+
+LAB_TEST(reactor_explore, reactor_usable_inside_the_drop, 10)
+{
+    static const char *const how[] = { "reactor_deregister", "reactor_drop_waker(IO_READ)" };
+    for (int mode = 0; mode < 2; mode++) {
+        struct reactor *r = reactor_new();
+        cr_assert_not_null(r, "reactor_new returned NULL");
+        int sv[2];
+        nb_socketpair(sv);
+        struct io_reg *reg = NULL;
+        int e = reactor_register(r, sv[0], &reg);
+        cr_assert_eq(e, 0, "reactor_register failed: %s", strerror(-e));
+        struct counting_waker *rd = counting_waker_new("reader");
+        struct waker rw = counting_waker_get(rd);
+        struct context rcx = context_from_waker(&rw);
+        struct io_ready ev;
+        cr_assert_eq(reactor_poll_ready(reg, IO_READ, &rcx, &ev), POLL_PENDING,
+                     "a fresh socket with nothing to read was read-ready");
+        struct other_socket os = { .r = r };
+        struct fresh_reactor fr = { .registered = -1 };
+        struct lab_wake_probe *probe = lab_wake_probe_new(SCALED_MS(1000));
+        lab_wake_probe_add(probe, "a register and deregister of another socket on the same reactor", use_other, &os);
+        lab_wake_probe_add(probe, "a fresh reactor's register, dispatch, poll_ready, deregister and free", use_fresh, &fr);
+        counting_waker_set_hook(rd, lab_wake_probe_drop_hook, probe);
+        if (mode == 0)
+            reactor_deregister(r, reg);
+        else
+            reactor_drop_waker(reg, IO_READ);
+        enum lab_probe_verdict v = lab_wake_probe_finish(probe);
+        counting_waker_set_hook(rd, NULL, NULL);
+        const char *seen = lab_wake_probe_evidence(probe);
+        cr_assert_neq(v, LAB_PROBE_NOT_RUN, "%s did not give back the pending reader's waker (%s)", how[mode],
+                      mode == 0 ? "reactor.h contract 5: deregister drops both wakers at once"
+                                : "tcp.h contract 2: the reactor drops a dropped future's waker at once");
+        if (v == LAB_PROBE_STARVED)
+            lab_cannot_judge("inside the reader's waker drop (%s): %s", how[mode], seen);
+        cr_assert_eq(v, LAB_PROBE_USABLE, "%s: a lock the reactor needs was still held while the reader's waker was "
+                     "dropped (reactor.h contract 4: a waker's drop runs the executor's code as its wake does, so "
+                     "it comes after every lock, of any kind, is released): %s", how[mode], seen);
+        cr_assert(os.registered == 0 && fr.registered == 0 && fr.ready == POLL_READY,
+                  "from inside the reader's waker drop: reactor_register on the same reactor gave %d, on a fresh one "
+                  "%d, and the fresh registration's poll after a forged EPOLLIN was %s (expected 0, 0, Ready)",
+                  os.registered, fr.registered, fr.ready == POLL_READY ? "Ready" : "Pending");
+        lab_wake_probe_free(probe);
+        if (mode == 1)
+            reactor_deregister(r, reg);
+        close(sv[0]);
+        close(sv[1]);
+        reactor_free(r);
+        cr_assert_eq(counting_waker_counts(rd).live, 1, "the reactor kept a reference to the reader's waker after %s",
+                     how[mode]);
         counting_waker_free(rd);
     }
 }
