@@ -16,7 +16,7 @@
 #include "channel.h"
 
 /* ---- the unbounded channel's block list -------------------------------------
- * (docs/07-work-stealing.md#the-unbounded-channel; Tokio's mpsc block list,
+ * (docs/07b-channels.md#the-unbounded-channel; Tokio's mpsc block list,
  * tokio/src/sync/mpsc/list.rs, is the same design)
  *
  * Message i lives in slot i % BLOCK_SLOTS of the block whose start is

@@ -3,20 +3,21 @@
  * One mutex, `lock`, protects the slab (the pages, the free list, every
  * slot's fd, generation and `live` flag) and every slot's two wakers. The
  * readiness word of a slot is an atomic: dispatch sets bits in it under the
- * lock; poll_ready reads it without the lock first (the fast path: ready
- * already) and again under the lock before it stores a waker; clear_ready
- * clears bits with a compare-and-swap, without the lock.
+ * lock; clear_ready, on whichever thread found EAGAIN, may change it too.
  *
  *     readiness word:  bits 0-7   IO_READABLE | IO_WRITABLE | IO_HUP | IO_ERROR
  *                      bits 32-63 the tick: the dispatch turn that last set bits
  *
- * Why poll_ready cannot miss an event: dispatch sets the bits and takes the
- * wakers in one critical section. A poll that locks after it sees the bits;
- * a poll that locked before it stored its waker first, and dispatch takes it.
- *
- * Why clear_ready cannot lose an edge: it clears only if the word still
- * carries the tick the caller saw before its syscall. A dispatch in between
- * wrote a new tick, the compare-and-swap fails, and the bits stay.
+ * Two questions this file must answer; the chapter has you write the simple
+ * answer to each first and run the test that breaks it:
+ *   - poll_ready decides "not ready" and stores a waker; dispatch, on another
+ *     thread, sets bits and takes wakers. What keeps a dispatch from falling
+ *     between that decision and that store? (reactor.h contract 4;
+ *     docs/06-reactor.md#poll-ready)
+ *   - clear_ready comes after a syscall that found EAGAIN, and a dispatch may
+ *     have set bits since the snapshot was taken, or may set them while the
+ *     clear runs. Which bits are the snapshot's to clear? (reactor.h
+ *     contract 2; docs/06-reactor.md#clearing-readiness-the-tick)
  *
  * The slab is pages of REACTOR_PAGE slots, allocated on demand and never
  * moved or freed before reactor_free: a struct io_reg * stays valid for as

@@ -12,18 +12,10 @@
  *
  * Per registration: a readiness word (readable, writable, hang-up, error,
  * and the tick of the turn that last set them) and one waker per direction.
- * The path of one operation (tcp.c is the user):
- *
- *     for (;;) {
- *         if (reactor_poll_ready(reg, IO_READ, cx, &ev) == POLL_PENDING)
- *             return POLL_PENDING;               waker stored, or readiness seen
- *         n = read(fd, ...);                     the non-blocking syscall
- *         if (n < 0 && errno == EAGAIN) {
- *             reactor_clear_ready(reg, ev);      only what ev saw, only if no
- *             continue;                          newer edge came meanwhile
- *         }
- *         return POLL_READY;
- *     }
+ * An operation (tcp.c) puts poll_ready and one non-blocking syscall together,
+ * and hands the snapshot poll_ready gave it back to reactor_clear_ready when
+ * the syscall says the readiness is used up; docs/06-reactor.md#drain-to-eagain
+ * builds that loop from a first version that hangs.
  *
  * The contract (docs/06-reactor.md#the-contract):
  *  1. Tokens carry a generation: an event for a token whose registration was

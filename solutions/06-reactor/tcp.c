@@ -1,7 +1,9 @@
 /* tcp.c - stage 06: listener, connect, read, write, shutdown over the reactor.
  *
- * Every operation is the same loop (reactor.h): readiness, syscall, clear on
- * EAGAIN. The differences are what each syscall's errors mean. A stream and
+ * Every operation waits for readiness and tries one non-blocking syscall;
+ * when it may clear readiness, and what it does after, is the question of
+ * docs/06-reactor.md#drain-to-eagain. The differences between the operations
+ * are what each syscall's errors mean. A stream and
  * a listener are one descriptor and one registration; the futures borrow
  * them.
  */

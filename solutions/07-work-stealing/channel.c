@@ -19,7 +19,7 @@
 
 enum poll chan_send_poll(struct chan_send *s, struct context *cx, enum chan_status *st)
 {
-    /* BEGIN STUDENT: channel.h contracts 2 to 4: when may a send do nothing this poll, when must it wait, and whom must it wake? (an unbounded channel: chan_unbounded_send, given) (docs/07-work-stealing.md#channels) */
+    /* BEGIN STUDENT: channel.h contracts 2 to 4: when may a send do nothing this poll, when must it wait, and whom must it wake? (an unbounded channel: chan_unbounded_send, given) (docs/07b-channels.md#channels) */
     if (!coop_proceed(cx))
         return POLL_PENDING; /* nothing sent: poll me again later */
     struct chan *c = s->c;
@@ -61,7 +61,7 @@ enum poll chan_send_poll(struct chan_send *s, struct context *cx, enum chan_stat
 
 enum poll chan_recv_poll(struct chan_recv *r, struct context *cx, uint64_t *out, enum chan_status *st)
 {
-    /* BEGIN STUDENT: channel.h contracts 1, 3 and 4: the budget may run out in this poll; what must not have happened yet when it does, and whom does taking a message free? (an unbounded channel: chan_unbounded_recv_poll, given) (docs/07-work-stealing.md#channels) */
+    /* BEGIN STUDENT: channel.h contracts 1, 3 and 4: the budget may run out in this poll; what must not have happened yet when it does, and whom does taking a message free? (an unbounded channel: chan_unbounded_recv_poll, given) (docs/07b-channels.md#channels) */
     if (!coop_proceed(cx))
         return POLL_PENDING; /* no message taken: none lost */
     struct chan *c = r->c;
@@ -105,7 +105,7 @@ enum poll chan_recv_poll(struct chan_recv *r, struct context *cx, uint64_t *out,
 
 enum poll async_mutex_lock_poll(struct async_mutex_lock *l, struct context *cx)
 {
-    /* BEGIN STUDENT: the async mutex: when the holder unlocks, who gets the mutex, and how does a woken waiter know it holds it already? What comes before everything else in a poll? (docs/07-work-stealing.md#the-mutex) */
+    /* BEGIN STUDENT: the async mutex: when the holder unlocks, who gets the mutex, and how does a woken waiter know it holds it already? What comes before everything else in a poll? (docs/07b-channels.md#the-mutex) */
     if (!coop_proceed(cx))
         return POLL_PENDING;
     struct async_mutex *m = l->m;
@@ -142,7 +142,7 @@ enum poll async_mutex_lock_poll(struct async_mutex_lock *l, struct context *cx)
 
 void async_mutex_unlock(struct async_mutex *m)
 {
-    /* BEGIN STUDENT: the async mutex: with a waiter queued, is the mutex ever free between this unlock and that waiter's poll? (docs/07-work-stealing.md#the-mutex) */
+    /* BEGIN STUDENT: the async mutex: with a waiter queued, is the mutex ever free between this unlock and that waiter's poll? (docs/07b-channels.md#the-mutex) */
     int expect = 1;
     /* release: our critical section before the next holder's */
     if (atomic_compare_exchange_strong_explicit(&m->state, &expect, 0, memory_order_release,

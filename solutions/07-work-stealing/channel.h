@@ -6,7 +6,7 @@
  * waiters (the future is pinned after its first poll, future.h, so the node
  * cannot move). Dropping the future unlinks it.
  *
- * The contract (docs/07-work-stealing.md#channels):
+ * The contract (docs/07b-channels.md#the-contract):
  *   1. Messages arrive in the order they were sent, each exactly once.
  *   2. A bounded channel holds at most `capacity` messages: a send waits
  *      while it is full. An unbounded channel (capacity 0) never makes a

@@ -16,8 +16,9 @@
  * and efficient work-stealing for weak memory models" (PPoPP 2013), fixed
  * capacity (no resize, so none of the resize errata apply): a full deque
  * refuses the push and the caller moves the older half elsewhere
- * (deque_steal_half on its own deque). docs/07-work-stealing.md#the-deque has
- * the table of every atomic, its order, and what it pairs with.
+ * (deque_steal_half on its own deque). docs/07-work-stealing.md#push and the
+ * sections after it derive every atomic's order; the whole table is the last
+ * level of `make hint STAGE=7 ITEM=races`.
  *
  * The contract:
  *   1. Every pushed item is returned exactly once, by take or by a steal.

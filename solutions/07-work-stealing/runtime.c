@@ -5,7 +5,7 @@
  *   worker fields marked "own": that worker's thread only, no atomics;
  *   deque: push/take by its worker, steals by anyone (deque.h);
  *   lifo: an atomic pointer that only its worker fills; its worker and any
- *     searcher empty it, each with one exchange, so a queue entry is taken
+ *     searcher may empty it, and the queue entry in it must be taken exactly
  *     once (a task in the slot of a worker stuck in a long poll is stolen,
  *     not stranded: docs/07-work-stealing.md#a-long-poll-must-not-strand-the-slot);
  *   injector: its own mutex (injector.h);
@@ -19,26 +19,11 @@
  *
  * The idle protocol (docs/07-work-stealing.md#the-idle-protocol). The
  * state is one word, idle_state = (unparked << 16) | searching, changed only
- * by seq_cst read-modify-writes, so all its changes are in one total order
- * that every reader agrees on:
- *
- *   a thread that makes work           a worker that finds none
- *   ------------------------           ------------------------
- *   push the task                      announce: unparked - 1 (and
- *   RMW idle_state (seq_cst)             searching - 1), join the sleepers
- *   searching > 0? someone will        RMW idle_state (seq_cst)
- *     find it: done                    look at every queue again
- *   else pop a sleeper, count it as    work? take the announcement back
- *     unparked and searching, and      else park
- *     unpark it
- *
- * The two RMWs are ordered one way or the other. Pusher first: the worker's
- * RMW synchronizes with it, so its second look sees the task. Worker first:
- * the pusher's RMW reads the announcement, so it wakes a sleeper. A notify
- * that saw a searcher is safe because that searcher, when it finds work and
- * stops searching as the last one, wakes another (Tokio's rule; its PR
- * #4383 describes the race), and when it finds none, looks again after
- * announcing.
+ * by seq_cst read-modify-writes (the searching transitions are given below),
+ * and the list of sleepers under idle_lock. notify_parked and park_idle are
+ * the two sides of one question: a thread pushes a task at the moment a
+ * worker decides to sleep. Each may conclude that the other will take care
+ * of the task; what makes sure that at least one of them is right?
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, pthread_condattr_setclock */
 #include <errno.h>
@@ -154,7 +139,8 @@ static inline void unannounce(struct ws_worker *w)
     w->searching = true; /* either way we are counted as searching now */
 }
 
-/* Nothing to do: announce, look again, park. */
+/* Nothing to do: sleep, without losing a task pushed meanwhile (runtime.h
+ * contract 2). */
 static inline void park_idle(struct ws_worker *w)
 {
     struct ws_runtime *rt = w->rt;
@@ -190,9 +176,8 @@ static inline void park_idle(struct ws_worker *w)
 
 /* ---- queues ---------------------------------------------------------------------- */
 
-/* The worker's own thread: onto its deque; when full, the older half moves
- * to the injector (each item its own steal CAS: thieves may be at the top
- * too) and the new task stays local, where it is hot. */
+/* The worker's own thread: onto its deque, which refuses a push when it is
+ * full (deque.h). */
 static inline void push_local(struct ws_worker *w, struct task *t)
 {
     /* BEGIN STUDENT: overflow: the deque is full; which tasks go somewhere every worker can reach, and which one stays hot here? (docs/07-work-stealing.md#overflow) */
@@ -283,13 +268,10 @@ static const struct scheduler_vtable ws_scheduler_vtable = {
 
 /* ---- the worker loop ------------------------------------------------------------- */
 
-/* Every WS_INJECTOR_INTERVAL ticks: the injector first (fairness), and a
- * look at the driver if nobody is in it (timers fire even when every worker
- * is busy). As often, on the tick halfway between two of those
- * (WS_OLDEST_PHASE): the deque's oldest task (its thieves' end), so a chain
- * of tasks that each spawn the next cannot keep an older local task waiting
- * for ever.
- * Otherwise the deque's newest, then the injector. */
+/* One tick: the task this worker runs next. Its deque's newest keeps
+ * locality; runtime.h contract 3 says what else must get a turn, and how
+ * often (WS_INJECTOR_INTERVAL, WS_OLDEST_PHASE), and contract 5 that timers
+ * fire while every worker is busy. */
 static inline struct task *next_task(struct ws_worker *w)
 {
     w->tick++;
@@ -318,8 +300,7 @@ static inline struct task *next_task(struct ws_worker *w)
     /* END STUDENT */
 }
 
-/* Steal half of a random victim's deque (then the others in turn), then the
- * injector. */
+/* This worker's own queues are empty: where else can work be? */
 static inline struct task *search(struct ws_worker *w)
 {
     /* BEGIN STUDENT: runtime.h contract 2: where can work be that is not in this worker's own queues, and how much of it should one search take? (docs/07-work-stealing.md#stealing, #a-long-poll-must-not-strand-the-slot) */
@@ -359,8 +340,8 @@ static inline struct task *search(struct ws_worker *w)
     /* END STUDENT */
 }
 
-/* Runs t, then whatever its poll put in the LIFO slot, at most WS_LIFO_CAP
- * times in a row. */
+/* Runs t, and the tasks its poll puts in the LIFO slot (runtime.h
+ * contracts 3 and 4). */
 static inline void run_task(struct ws_worker *w, struct task *t)
 {
     /* BEGIN STUDENT: runtime.h contracts 2 to 4: a searcher that found work may be the one the others counted on; what does it owe them? What does every poll get first, and how long may the LIFO slot keep this worker? (docs/07-work-stealing.md#running-a-task) */

@@ -27,8 +27,9 @@
  *   2. Nothing is stranded: a task that is queued anywhere (a LIFO slot
  *      included) is run while any worker is idle. The last searching worker
  *      that finds work wakes another (Tokio's rule since 0.2.0; its PR
- *      #4383 describes the race it closes); an idle worker announces that
- *      it sleeps and then looks at every queue once more before it parks.
+ *      #4383 describes the race it closes); a task pushed while a worker
+ *      is on its way to sleep, whose notify saw that worker still
+ *      searching, is found by that worker before it parks.
  *      Filling a LIFO slot wakes nobody; instead a worker that sleeps while
  *      another is awake parks with a timeout (1 ms, doubling to 16 ms) and
  *      searches again, the slots included.
