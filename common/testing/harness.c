@@ -589,7 +589,10 @@ static void open_tsan_log(void)
  * - the channel's descriptor (CHANNEL_FD) cannot be closed, duplicated into
  *   a number of the code's choosing, replaced (dup2, dup3) or changed
  *   (fcntl, ioctl); and no filter can be stacked on this one (seccomp,
- *   PR_SET_SECCOMP), which could trap the FAIL write and fake its success.
+ *   PR_SET_SECCOMP), which could trap the FAIL write and fake its success;
+ * - no add_key, keyctl or request_key: a key is the kernel's, not the
+ *   run's, and one added to a keyring outlived its run and was read back
+ *   by a later grading's (issue 25, red-team pass 6).
  * Each rule answers an attack of issue 25's red-team passes
  * (docs/instructors.md, the threat model). Under Valgrind, all but the
  * first and the handlers (below); not off x86-64. */
@@ -792,7 +795,8 @@ static void seal_code(void)
     /* denied outright */
     const unsigned denied[] = { SYS_creat, SYS_openat2, SYS_truncate, SYS_ptrace, SYS_process_vm_writev,
                                 SYS_personality, SYS_shmat, SYS_remap_file_pages, SYS_io_uring_setup,
-                                SYS_seccomp, SYS_pidfd_getfd, SYS_perf_event_open, SYS_userfaultfd };
+                                SYS_seccomp, SYS_pidfd_getfd, SYS_perf_event_open, SYS_userfaultfd,
+                                SYS_add_key, SYS_keyctl, SYS_request_key };
     const unsigned ndenied = sizeof denied / sizeof denied[0];
     for (unsigned i = 0; i < ndenied; i++)   /* each: to the DENY after the ALLOW below */
         jump(&s, BPF_JEQ | BPF_K, denied[i], (unsigned char)(ndenied - i), 0);

@@ -129,11 +129,29 @@ def out_of_the_sanitizers_sight(tree):
                   "static int (*keep_peek)(const int *) __attribute__((used)) = peek;\n")
 
 
+def machine_code_in_the_text_section(tree):
+    """A byte array placed among the instructions and called through a
+    cast runs any machine code (red-team pass 6: raw system calls, the trap
+    flag cleared, the reference's own objects lifted in as bytes)."""
+    _append(tree, '\nstatic const unsigned char ret_blob[] __attribute__((section(".text.unlikely"))) = { 0xc3 };\n'
+                  "static void run_blob(void) { ((void (*)(void))(const void *)ret_blob)(); }\n"
+                  "static void (*keep_blob)(void) __attribute__((used)) = run_blob;\n")
+
+
+def machine_code_in_a_section_flagged_executable(tree):
+    """The same bytes in a section with a data name and the x flag, spelled
+    into the name (gcc copies it as it is)."""
+    _append(tree, '\nstatic unsigned char rwx_blob[] __attribute__((section(".data,\\"awx\\"#"))) = { 0xc3 };\n'
+                  "static void run_rwx(void) { ((void (*)(void))(void *)rwx_blob)(); }\n"
+                  "static void (*keep_rwx)(void) __attribute__((used)) = run_rwx;\n")
+
+
 ATTACKS = [criterion_override, forged_end, constructor, include_reference, include_dev_zero, symlink_reference,
            symlinked_stage_folder,
            inline_asm, hide_from_tsan, reads_environment, incbin_behind_a_line_marker, directive_in_a_section_name,
            ifunc_resolver, times_the_forcing_hooks, reads_the_cycle_counter, reads_the_flags_word,
-           anchors_on_the_harness_data, out_of_the_sanitizers_sight]
+           anchors_on_the_harness_data, out_of_the_sanitizers_sight, machine_code_in_the_text_section,
+           machine_code_in_a_section_flagged_executable]
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])

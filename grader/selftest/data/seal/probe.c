@@ -111,6 +111,10 @@ int main(int argc, char **argv)
     attr.config = PERF_COUNT_SW_CPU_CLOCK;
     report("perf-event-open", syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
     report("userfaultfd", syscall(SYS_userfaultfd, 0));
+    /* refused: the kernel's keyrings, which outlive the run */
+    report("add-key", syscall(SYS_add_key, "user", "lab-probe", "x", 1, -4 /* KEY_SPEC_USER_KEYRING */));
+    report("keyctl", syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -4, 0));
+    report("request-key", syscall(SYS_request_key, "user", "lab-probe", NULL, 0));
     /* refused: a file written, emptied, or the process written through */
     report("open-mem-write", open("/proc/self/mem", O_RDWR));
     report("openat-write", openat(AT_FDCWD, argv[1], O_WRONLY | O_APPEND));
