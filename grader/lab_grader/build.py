@@ -37,7 +37,6 @@ import threading
 
 from . import sandbox
 
-CC = os.environ.get("CC", "gcc")
 BASE = ["-std=c11", "-g", "-pthread"]
 WARN = ["-Wall", "-Wextra"]
 OPT = {"plain": ["-O2"], "vg": ["-O2"], "tsan": ["-O1", "-fsanitize=thread"], "debug": ["-O0"]}
@@ -215,8 +214,10 @@ def _digest(*parts):
 
 
 class Builder:
-    def __init__(self, root, build_dir):
+    def __init__(self, root, build_dir, cc="gcc"):
+        """cc: the C compiler (CC, arguments.Environment)."""
         self.root = pathlib.Path(root)
+        self.cc = cc
         self.common = self.root / "common"
         self.testing = self.common / "testing"
         self.tracing = self.common / "tracing"   # trace.h, which driver.h and coop.h include
@@ -287,7 +288,7 @@ class Builder:
             tmp = obj.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
             temps = ["-save-temps=obj"] if jailed else []
             also = [(".i", tmp.with_suffix(".i")), (".s", tmp.with_suffix(".s"))] if jailed else []
-            proc = run_limited([CC, *flags, *temps, *incs, "-c", str(source), "-o", str(tmp)], output=tmp,
+            proc = run_limited([self.cc, *flags, *temps, *incs, "-c", str(source), "-o", str(tmp)], output=tmp,
                                jailed=jailed, sees=visible, also=also)
             out = proc.stdout + proc.stderr
             if proc.returncode != 0:
@@ -309,7 +310,7 @@ class Builder:
         compiled (the gate compares a stage's handed-out files in two lanes
         with this); "" when it does not preprocess."""
         visible = [self.common, self.tracing, *stage_dirs, pathlib.Path(source).parent]
-        proc = run_limited([CC, *BASE, *flags, *self.include_flags("plain", stage_dirs, student=True), "-E",
+        proc = run_limited([self.cc, *BASE, *flags, *self.include_flags("plain", stage_dirs, student=True), "-E",
                             str(source)], jailed=True, sees=visible)
         return proc.stdout if proc.returncode == 0 else ""
 
@@ -352,7 +353,7 @@ class Builder:
         output.parent.mkdir(parents=True, exist_ok=True)
         libs = [f"-l{name}" for name in system_libs] + (["-lcriterion"] if variant == "plain" else [])
         flags = BASE + OPT[variant] + LINK.get(variant, []) + BIND + ["-rdynamic", WRAP]
-        proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
+        proc = run_limited([self.cc, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
                            sees=[pathlib.Path(o).parent for o in objects])
         if proc.returncode != 0:
             out = proc.stdout + proc.stderr

@@ -141,7 +141,7 @@ def reached(run, binary):
 # ---- the check -------------------------------------------------------------------
 
 
-def judge(test, got, expected):
+def mismatch(test, got, expected):
     """None when the transcript `got` fits `expected`, else the message."""
     missing = expected.required - got
     extra = got - expected.allowed
@@ -187,7 +187,7 @@ def check(outs, recs, binary, table, dump=None):
             seen[test] = sorted(got)
             if e is None:
                 continue
-            why = judge(test, got, e)
+            why = mismatch(test, got, e)
         if why:
             o.verdict = Verdict.EXITED_EARLY
             o.message = why
