@@ -108,7 +108,7 @@ def has_lines(binary):
 
 
 def locate(binary, offsets):
-    """{offset: "grader/tests/01-signal/poll.c:41"} for the offsets (from
+    """{offset: "grader/tests/01-signal/poll_test.c:41"} for the offsets (from
     the executable's first byte) of the calls to lab_site, each named by
     the line of the innermost inlined frame: the assertion's own line."""
     key = _key(binary)

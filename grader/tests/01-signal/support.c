@@ -2,7 +2,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "signal_test.h"
+#include "stage01.h"
 
 /* relaxed: read by the test thread only after the producer thread has been
  * joined (or on the same thread), which orders the accesses. */

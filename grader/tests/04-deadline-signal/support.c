@@ -2,7 +2,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "deadline_test.h"
+#include "stage04.h"
 
 struct ds new_ds(void (*drop_value)(void *))
 {

@@ -1,4 +1,4 @@
-/* block_on.c - the DeadlineSignal driven by stage 02's block_on, with no
+/* block_on_test.c - the DeadlineSignal driven by stage 02's block_on, with no
  * sleeps anywhere; and a hand-written "async fn" that awaits it, whose
  * sizes are printed (docs/04-deadline-signal.md#what-a-state-machine-weighs).
  *
@@ -22,7 +22,7 @@
 
 #include "block_on.h"
 #include "futures.h"
-#include "deadline_test.h"
+#include "stage04.h"
 
 LAB_SUITE(deadline_block_on, 10);
 

@@ -1,4 +1,4 @@
-/* race.c - contract clause 3 (check and register under one lock), forced
+/* race_test.c - contract clause 3 (check and register under one lock), forced
  * deterministically, then clauses 1-4, 8 and 9 under randomized races.
  *
  * The forced test: the first poll has to clone the task's waker to register
@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "signal_test.h"
+#include "stage01.h"
 
 static int the_value;
 

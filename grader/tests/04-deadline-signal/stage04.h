@@ -1,10 +1,10 @@
-/* deadline_test.h - what the stage-04 tests share (support.c has the code).
+/* stage04.h - what the stage-04 tests share (support.c has the code).
  *
  * Every test drives the public API of deadline_signal.h only, so any correct
  * implementation passes, whatever its private layout.
  */
-#ifndef LAB_DEADLINE_TEST_H
-#define LAB_DEADLINE_TEST_H
+#ifndef STAGE04_H
+#define STAGE04_H
 
 #include <stdbool.h>
 #include <stdint.h>

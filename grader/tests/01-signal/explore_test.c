@@ -1,6 +1,6 @@
-/* explore.c - contract clauses 3 and 4 at every synchronisation point.
+/* explore_test.c - contract clauses 3 and 4 at every synchronisation point.
  *
- * race.c forces one window: a completion inside the first poll's clone. A
+ * race_test.c forces one window: a completion inside the first poll's clone. A
  * poll can open its window elsewhere (check under the lock, unlock, lock
  * again to register), and a wake can run under a lock other than the
  * signal's. Here the schedule explorer (common/testing/explore.h) runs a
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include "explore.h"
-#include "signal_test.h"
+#include "stage01.h"
 
 LAB_SUITE(signal_explore, 10);
 

@@ -1,4 +1,4 @@
-/* race.c - the decisions under concurrency.
+/* race_test.c - the decisions under concurrency.
  *
  * 1. Forced: clause 3 (check and register in one lock hold). A hook inside
  *    the first poll's clone starts a thread that completes (or expires) the
@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "deadline_test.h"
+#include "stage04.h"
 
 static int the_value;
 

@@ -1,10 +1,10 @@
-/* signal_test.h - what the stage-01 tests share (support.c has the code).
+/* stage01.h - what the stage-01 tests share (support.c has the code).
  *
  * Every test here drives the public API of signal.h only, so any correct
  * implementation passes, whatever its private layout.
  */
-#ifndef LAB_SIGNAL_TEST_H
-#define LAB_SIGNAL_TEST_H
+#ifndef STAGE01_H
+#define STAGE01_H
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* lock.c - contract clauses 5 and 9: the winner (and a producer that leaves
+/* lock_test.c - contract clauses 5 and 9: the winner (and a producer that leaves
  * without a value) wakes the stored waker after releasing the lock.
  *
  * How it is detected: a hook runs inside the waker's wake, on the thread
@@ -17,7 +17,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "deadline_test.h"
+#include "stage04.h"
 
 static int the_value;
 

@@ -1,19 +1,19 @@
-/* explore.c - contract clauses 3 and 4 at every synchronisation point.
+/* explore_test.c - contract clauses 3 and 4 at every synchronisation point.
  *
- * race.c forces one window: a decision inside the first poll's clone. Here
+ * race_test.c forces one window: a decision inside the first poll's clone. Here
  * the schedule explorer (common/testing/explore.h) runs a first poll
  * (thread A) against a completion or an expiry (thread B) in every order
  * with at most two preemptions at the points where either calls a lock, an
  * unlock or the waker, and checks each: a poll that returned Pending must
  * have been woken, and the next poll delivers the winner. The wake test
  * counts the locks the deciding thread holds, whichever they are. The same
- * tests as stage 01's (grader/tests/01-signal/explore.c), on this API.
+ * tests as stage 01's (grader/tests/01-signal/explore_test.c), on this API.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "explore.h"
-#include "deadline_test.h"
+#include "stage04.h"
 
 LAB_SUITE(deadline_explore, 10);
 

@@ -1,4 +1,4 @@
-/* lock.c - contract clause 4: the waker is woken after the lock is released.
+/* lock_test.c - contract clause 4: the waker is woken after the lock is released.
  *
  * How it is detected: a hook runs inside the waker's wake, on the thread
  * that is completing (or dropping) the producer. The hook starts a probe
@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "signal_test.h"
+#include "stage01.h"
 
 static int the_value;
 
