@@ -11,7 +11,7 @@ from conftest import GRADER
 sys.path.insert(0, str(GRADER))
 sys.path.insert(0, str(GRADER / "authoring"))
 import skeleton  # noqa: E402
-from lab_grader import checkers, binary_run, judge, plan, records, rubric  # noqa: E402
+from lab_grader import arguments, binary_run, checkers, judge, plan, records, rubric  # noqa: E402
 
 
 # ---- skeleton generator ------------------------------------------------------
@@ -532,3 +532,17 @@ def test_copy_back_brings_only_what_the_grader_reads(tmp_path):
     jail.copy_back(src, dst)
     assert sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file()) == [
         "rec/s.t.log", "report.xml", "vg/1.log"]
+
+
+def test_the_environment_is_read_in_one_place():
+    """Every environment variable the grader heeds is read once, by
+    arguments.read_environment, and passed down: no other module of the
+    engine looks at os.environ (issue 29)."""
+    readers = sorted(p.name for p in (GRADER / "lab_grader").glob("*.py")
+                     if p.name != "arguments.py" and ("os.environ" in p.read_text() or "getenv" in p.read_text()))
+    assert not readers, f"modules that read the environment themselves: {readers}"
+    env = arguments.read_environment(None, {"CC": "clang", "NO_COLOR": "1", "LAB_RACE_RUNS": "3", "LANG": "C"})
+    assert env.cc == "clang" and not env.color and env.progress and env.race_runs == 0   # no solutions/ at None
+    assert env.passed_on == (("LANG", "C"),)
+    with pytest.raises(arguments.UsageError, match="LAB_RACE_RUNS=x"):
+        arguments.read_environment(None, {"LAB_RACE_RUNS": "x"})
