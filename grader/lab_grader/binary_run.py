@@ -114,7 +114,7 @@ def _tail(path):
 class RunResult:
     """What one run left behind."""
     report: dict      # judge.parse_xml of the runner's report: {test: (status, kind, message, seconds)}
-    records: dict     # records.read_dir of the run's records: {test: [records.Run]}
+    records: dict     # records.read_dir of the run's records: {test: [records.ProcessRecord]}
     output: str       # the tail of what the run printed
     refused: int      # forks the process limit refused (-1: met, not counted)
     oom_kills: int = 0  # processes the kernel killed for going over the run's memory limit
