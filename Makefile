@@ -88,7 +88,7 @@ NEED_PY = test -n "$(PY)" || { echo "no Python with pytest found (tried python3,
 PY_MPL = $(shell for p in python3 /usr/bin/python3; do if command -v $$p >/dev/null 2>&1 && $$p -c 'import matplotlib, tomllib' 2>/dev/null; then command -v $$p; break; fi; done)
 
 # A bad STAGE=, TARGET=, ITEMS=, TEST=, SEED=, BUDGET=, VG_SCALE=, JOBS= ... stops make
-# here, in one line, before anything runs (grader/lab_grader/invocation.py
+# here, in one line, before anything runs (grader/lab_grader/arguments.py
 # checks them; the grader checks again when pytest is run by hand). Expanded
 # with the recipe: $(call CHECK,kind args...).
 CHECK = $(eval CHECK_SAYS := $(shell $(or $(PY),python3) $(ROOT)/grader/tools.py args $(1) 2>&1))$(if $(CHECK_SAYS),$(error $(CHECK_SAYS)))

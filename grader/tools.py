@@ -8,7 +8,7 @@
     tools.py hint --stage N [--item ID] [--reset]
                                                 the next hint for one rubric item (make hint)
     tools.py args KIND --stage .. --target ..   the Makefile's check of its variables: one
-                                                line and exit 2 when one is wrong (invocation.py)
+                                                line and exit 2 when one is wrong (arguments.py)
 
 compile_commands.json lists every C file of the lab with the exact flags the
 grader compiles it with, so clangd (and any editor that speaks to it) finds
@@ -54,11 +54,11 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import build, invocation, rubric  # noqa: E402
+from lab_grader import arguments, build, rubric  # noqa: E402
 
 
 def compile_commands(target):
-    b = build.Builder(ROOT, ROOT / "build" / "grade")
+    b = build.Builder(ROOT, ROOT / "build" / "grade", arguments.read_environment(ROOT).cc)
     stages = {s.name: s for s in rubric.load_all(ROOT / "grader" / "rubric")}
     entries = []
 
@@ -71,7 +71,7 @@ def compile_commands(target):
     def add(source, dirs):
         flags = build.BASE + build.WARN + build.OPT["plain"] + b.include_flags("plain", dirs)
         entries.append({"directory": str(ROOT), "file": str(source),
-                        "arguments": [build.CC, *flags, "-c", str(source)]})
+                        "arguments": [b.cc, *flags, "-c", str(source)]})
 
     for name, s in stages.items():
         dirs = [target / n for n in closure(s) + [name]]
@@ -109,7 +109,7 @@ def check_command(target, stage):
 
 
 def watch(target, stage):
-    args = invocation.grading(ROOT, target=target, stage=stage)
+    args = arguments.check_grade(ROOT, target=target, stage=stage)
     dirs = [args.target / s.name for s in args.selected]
     shown = ", ".join(str(d) for d in dirs)
     tty = sys.stdout.isatty()
@@ -128,12 +128,12 @@ def watch(target, stage):
 
 def debug(target, stage, test, use_gdb):
     from lab_grader import pipeline
-    stages, selected = invocation.check_stages(ROOT / "grader" / "rubric", stage)
-    one = invocation.check_one_stage(selected, "make debug")
-    target = invocation.check_target(target, stages)
-    test = invocation.check_test(test, [one], ROOT, graded=False)
+    stages, selected = arguments.check_stages(ROOT / "grader" / "rubric", stage)
+    one = arguments.check_one_stage(selected, "make debug")
+    target = arguments.check_target(target, stages)
+    test = arguments.check_test(test, [one], ROOT, graded=False)
     p = pipeline.Pipeline(root=ROOT, target=target, stages=stages, selected=selected,
-                          build_dir=ROOT / "build" / "grade")
+                          build_dir=ROOT / "build" / "grade", environment=arguments.read_environment(ROOT))
     try:
         b = p.build_only(one.name, "debug")
     finally:
@@ -155,36 +155,36 @@ def debug(target, stage, test, use_gdb):
 
 def check_args(kind, a):
     """The Makefile's check before a recipe runs (make grade, check, watch,
-    debug, hint, grade-class): raises invocation.UsageError."""
+    debug, hint, grade-class): raises arguments.UsageError."""
     if kind in ("grade", "watch"):
         if kind == "watch" and not a.stage:
-            raise invocation.UsageError("make watch wants a stage: make watch STAGE=n (or run it in a stage folder)")
-        invocation.grading(ROOT, target=a.target, stage=a.stage, items=a.items, test=a.test, seed=a.seed,
+            raise arguments.UsageError("make watch wants a stage: make watch STAGE=n (or run it in a stage folder)")
+        arguments.check_grade(ROOT, target=a.target, stage=a.stage, items=a.items, test=a.test, seed=a.seed,
                            budget=a.budget, valgrind_scale=a.valgrind_scale, hidden=a.hidden)
         if a.unjudged not in ("", "zero", "omit"):
-            raise invocation.UsageError(f"UNJUDGED={a.unjudged}: zero (an item not judged counts 0 of its points) "
+            raise arguments.UsageError(f"UNJUDGED={a.unjudged}: zero (an item not judged counts 0 of its points) "
                                         "or omit (0 of 0)")
         return
-    stages, selected = invocation.check_stages(ROOT / "grader" / "rubric", a.stage, a.hidden)
+    stages, selected = arguments.check_stages(ROOT / "grader" / "rubric", a.stage, a.hidden)
     if kind == "debug":
         if not a.stage or not a.test:
-            raise invocation.UsageError("make debug wants TEST=suite/name and a stage (STAGE=n, or run it in the "
+            raise arguments.UsageError("make debug wants TEST=suite/name and a stage (STAGE=n, or run it in the "
                                         "stage's folder); GDB=0 runs it without gdb")
-        invocation.check_target(a.target, stages)
-        invocation.check_test(a.test, [invocation.check_one_stage(selected, "make debug")], ROOT, a.hidden,
+        arguments.check_target(a.target, stages)
+        arguments.check_test(a.test, [arguments.check_one_stage(selected, "make debug")], ROOT, a.hidden,
                               graded=False)
     elif kind == "hint":
         if a.stage:
-            stage = invocation.check_one_stage(selected, "make hint")
+            stage = arguments.check_one_stage(selected, "make hint")
             if a.item:
-                invocation.check_items([a.item], [stage], var="ITEM")
+                arguments.check_items([a.item], [stage], var="ITEM")
     elif kind == "grade-class":
         if not a.submissions:
-            raise invocation.UsageError("make grade-class wants SUBMISSIONS=dir (a folder of student trees)")
+            raise arguments.UsageError("make grade-class wants SUBMISSIONS=dir (a folder of student trees)")
         if not pathlib.Path(a.submissions).is_dir():
-            raise invocation.UsageError(f"SUBMISSIONS={a.submissions}: no such directory")
-        invocation.check_items([i for i in a.items.split(",") if i], selected)
-        invocation.check_number("JOBS", a.jobs, int, 1, "a number of gradings at once, 1 or more")
+            raise arguments.UsageError(f"SUBMISSIONS={a.submissions}: no such directory")
+        arguments.check_items([i for i in a.items.split(",") if i], selected)
+        arguments.check_number("JOBS", a.jobs, int, 1, "a number of gradings at once, 1 or more")
 
 
 # ---- make hint ----
@@ -249,11 +249,11 @@ def save_hint_state(path, state):
 
 
 def hint(stage_spec, item, reset, state_path=None, hints_dir=None, in_stage_folder=False):
-    stages, selected = invocation.check_stages(ROOT / "grader" / "rubric", stage_spec)
+    stages, selected = arguments.check_stages(ROOT / "grader" / "rubric", stage_spec)
     if not stage_spec:
         raise rubric.RubricError("usage: make hint STAGE=n ITEM=item [RESET=1] "
                                  f"(stages: {', '.join(s.name for s in stages)})")
-    stage = invocation.check_one_stage(selected, "make hint")
+    stage = arguments.check_one_stage(selected, "make hint")
     ids = [i.id for i in stage.items if not i.hidden]
     state_path = state_path or ROOT / ".hints"
     hints_file = (hints_dir or ROOT / "docs" / "hints") / f"{stage.name}.md"
@@ -263,7 +263,7 @@ def hint(stage_spec, item, reset, state_path=None, hints_dir=None, in_stage_fold
         raise rubric.RubricError(f"docs/hints/{e}") from None
     state = hint_state(state_path)
     if item:
-        invocation.check_items([item], [stage], var="ITEM")
+        arguments.check_items([item], [stage], var="ITEM")
     if reset:
         for i in ([item] if item else ids):
             state.pop(f"{stage.name}/{i}", None)

@@ -1,5 +1,6 @@
-/* measure.c - poll counting and CPU clocks. */
+/* measure.c - poll counting, CPU clocks and the drop counter. */
 #define _GNU_SOURCE
+#include <stdlib.h>
 #include <time.h>
 #include "measure.h"
 
@@ -37,3 +38,25 @@ static uint64_t clock_ns(clockid_t id)
 uint64_t thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 uint64_t process_cpu_ns(void) { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
 uint64_t monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+/* ---- drop counter ---------------------------------------------------------- */
+
+/* relaxed: read by the test thread only after the threads that drop values
+ * have been joined or have signalled through an acquire/release pair. */
+static atomic_uint drop_calls;
+static _Atomic(void *) drop_last;
+
+void record_drop(void *value)
+{
+    atomic_fetch_add_explicit(&drop_calls, 1, memory_order_relaxed);
+    atomic_store_explicit(&drop_last, value, memory_order_relaxed);
+}
+
+void record_drop_and_free(void *value)
+{
+    record_drop(value);
+    free(value);
+}
+
+unsigned dropped_calls(void) { return atomic_load_explicit(&drop_calls, memory_order_relaxed); }
+void *dropped_last(void) { return atomic_load_explicit(&drop_last, memory_order_relaxed); }

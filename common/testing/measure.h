@@ -9,6 +9,10 @@
  *
  * CPU time: per thread (CLOCK_THREAD_CPUTIME_ID) and per process. Waiting
  * that costs no CPU is how a test tells parking from spinning.
+ *
+ * Drop counter: record_drop is a drop_value callback (stages 01 and 04's
+ * signal_new and deadline_signal_new) that counts its calls and keeps the
+ * last value.
  */
 #ifndef LAB_TEST_MEASURE_H
 #define LAB_TEST_MEASURE_H
@@ -51,5 +55,17 @@ unsigned long poll_counter_polls(struct poll_counter *pc);
 uint64_t thread_cpu_ns(void);
 uint64_t process_cpu_ns(void);
 uint64_t monotonic_ns(void);
+
+/* ---- drop counter --------------------------------------------------------
+ * record_drop only counts; record_drop_and_free also frees the value (for
+ * tests whose values come from malloc, so Valgrind sees a value that was
+ * dropped twice or never). The counts are process-wide and never reset:
+ * each test runs in a process of its own. Read them on the test's thread
+ * once the threads that may drop have been joined or have said so through
+ * an acquire/release pair. */
+void record_drop(void *value);
+void record_drop_and_free(void *value);
+unsigned dropped_calls(void);
+void *dropped_last(void);
 
 #endif

@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT / "grader" / "course"))
 import dispatch  # noqa: E402
 import gradebook  # noqa: E402
 from gradebook import shown  # noqa: E402
-from lab_grader import discover, invocation, rubric  # noqa: E402
+from lab_grader import discover, arguments, rubric  # noqa: E402
 
 GRADED, PARTLY, NOTHING, NO_WORK, ERROR = "graded", "not all judged", "nothing submitted", "no work found", "error"
 
@@ -318,10 +318,10 @@ def main(argv=None):
         return 2
     entries = list_students(subs)
     try:
-        every, stages = invocation.check_stages(ROOT / "grader" / "rubric", args.stage, args.hidden or None)
-        chosen = invocation.check_items([i for i in args.items.split(",") if i], stages)
+        every, stages = arguments.check_stages(ROOT / "grader" / "rubric", args.stage, args.hidden or None)
+        chosen = arguments.check_items([i for i in args.items.split(",") if i], stages)
         roster = gradebook.load_roster(args.roster) if args.roster else None
-    except (invocation.UsageError, gradebook.RosterError) as e:
+    except (arguments.UsageError, gradebook.RosterError) as e:
         print(f"grade_class.py: {e}", file=sys.stderr)
         return 2
     students = [Student(p.name, p) for p in entries]

@@ -34,7 +34,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import assemble, build, plan, quiz, rubric  # noqa: E402
+from lab_grader import arguments, assemble, build, plan, quiz, rubric  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "grader" / "tracing"))
 import trace_build  # noqa: E402
@@ -66,12 +66,14 @@ def ignore(_dir, names):
 
 
 def reference_objects(out, build_dir):
-    b = build.Builder(ROOT, build_dir)
+    env = arguments.read_environment(ROOT)
+    b = build.Builder(ROOT, build_dir, env.cc)
     stages = rubric.load_all(ROOT / "grader" / "rubric")
     # Each stage's tests linked with the reference, for calibrated timeouts:
     # a test that times out is run again on these (calibrate.py).
     pl = plan.make(ROOT, stages, stages)
-    asm = assemble.Assembler(ROOT, ROOT / "labs", ROOT / "solutions", None, build_dir, build_dir / "runs" / "handout")
+    asm = assemble.Assembler(ROOT, ROOT / "labs", ROOT / "solutions", None, build_dir, build_dir / "runs" / "handout",
+                             cc=env.cc, gate_calls=env.gate_calls, given_from_target=env.given_from_target)
     for sp in pl.order:
         for variant in build.VARIANTS:
             binary = asm.reference_binary(pl, sp, variant)

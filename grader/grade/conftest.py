@@ -6,7 +6,6 @@ pytest item per rubric item.
                         [--seed N] [--results results.json] [--werror]
 """
 import dataclasses
-import os
 import pathlib
 import sys
 
@@ -14,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from lab_grader import grading, invocation, progress  # noqa: E402
+from lab_grader import grading, arguments, progress  # noqa: E402
 
 _run = {}   # "grading": the one grading; "progress": its line; "finished": what it leaves to print
 
@@ -31,7 +30,7 @@ def pytest_configure(config):
     options = grading.Options(**{f.name: config.getoption(f.name) for f in dataclasses.fields(grading.Options)})
     try:
         _run["grading"] = grading.Grading(options)
-    except invocation.UsageError as e:   # one line, exit status 2: what was given and what would do
+    except arguments.UsageError as e:   # one line, exit status 2: what was given and what would do
         pytest.exit(str(e), returncode=2)
     _run["progress"] = progress.Progress(None, 0, _run["grading"].began)   # no line until the items are known
 
@@ -47,7 +46,7 @@ def pytest_generate_tests(metafunc):
 def pytest_collection_finish(session):
     _run["grading"].start()
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
-    terminal = tr is not None and sys.stdout.isatty() and not os.environ.get("NO_PROGRESS")
+    terminal = tr is not None and sys.stdout.isatty() and _run["grading"].environment.progress
     if terminal:
         tr._show_progress_info = False   # pytest's "[100%]" would follow the line and outlive it
     _run["progress"] = progress.Progress((lambda text: tr.write(text, flush=True)) if terminal else None,

@@ -39,12 +39,16 @@ class StageBuild:
 
 
 class Assembler:
-    def __init__(self, root, target, reference, hidden, build_dir, work, werror=False):
+    def __init__(self, root, target, reference, hidden, build_dir, work, werror=False, cc="gcc", gate_calls=True,
+                 given_from_target=False):
+        """cc, gate_calls, given_from_target: from arguments.Environment."""
         self.root = pathlib.Path(root)
         self.target = pathlib.Path(target)
         self.reference = pathlib.Path(reference)
         self.hidden = pathlib.Path(hidden) if hidden else None
-        self.builder = build.Builder(self.root, build_dir)
+        self.builder = build.Builder(self.root, build_dir, cc)
+        self.gate_calls = gate_calls
+        self.given_from_target = given_from_target
         self.shared = pathlib.Path(build_dir) / "reference-bin"
         self.nm_kept = pathlib.Path(build_dir) / "nm"   # what nm said of each object, for the next grading
         self.work = pathlib.Path(work)
@@ -66,7 +70,7 @@ class Assembler:
             if name not in self._intakes:
                 self._intakes[name] = intake.take_in(self.target / name, self.src / name,
                                                      intake.handout_files(self.root, name),
-                                                     intake.given_from_target(self.root))
+                                                     self.given_from_target)
             return self._intakes[name]
 
     def student_objects(self, plan, sp, variant):
@@ -115,7 +119,7 @@ class Assembler:
             if variant == "tsan":
                 gate.check_lanes_agree(source.name, plain_obj.with_suffix(".i").read_text(errors="replace"), pre,
                                        self._handout_difference(sp, source.name, dirs))
-            gate.check_object(obj, source.name, allow, variant, kept_dir=self.nm_kept)
+            gate.check_object(obj, source.name, allow, variant, kept_dir=self.nm_kept, check_calls=self.gate_calls)
         except OSError as e:
             raise build.BuildError(f"{source.name}: the compiler's output could not be read ({e})", "",
                                    kind="refused") from None

@@ -41,7 +41,6 @@ import threading
 
 from . import sandbox
 
-CC = os.environ.get("CC", "gcc")
 BASE = ["-std=c11", "-g", "-pthread"]
 WARN = ["-Wall", "-Wextra"]
 OPT = {"plain": ["-O2"], "vg": ["-O2"], "tsan": ["-O1", "-fsanitize=thread"], "debug": ["-O0"]}
@@ -291,8 +290,10 @@ def _compiled_or_raise(proc, tmp, also):
 
 
 class Builder:
-    def __init__(self, root, build_dir):
+    def __init__(self, root, build_dir, cc="gcc"):
+        """cc: the C compiler (CC, arguments.Environment)."""
         self.root = pathlib.Path(root)
+        self.cc = cc
         self.common = self.root / "common"
         self.testing = self.common / "testing"
         self.tracing = self.common / "tracing"   # trace.h, which driver.h and coop.h include
@@ -358,7 +359,7 @@ class Builder:
             if obj.exists():
                 return Compiled(obj, log.read_text() if log.exists() else "")
             tmp = obj.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
-            out = _compiled_or_raise(run_limited([CC, *flags, *incs, "-c", str(source), "-o", str(tmp)]), tmp, [])
+            out = _compiled_or_raise(run_limited([self.cc, *flags, *incs, "-c", str(source), "-o", str(tmp)]), tmp, [])
             log.write_text(out)
             os.replace(tmp, obj)
             return Compiled(obj, out)
@@ -382,7 +383,7 @@ class Builder:
                 return found
             tmp = manifest.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.o")
             also = [(s, tmp.with_suffix(s)) for s in (".i", ".s", ".d")]
-            proc = run_limited([CC, *flags, "-save-temps=obj", "-MD", *incs, "-c", str(source), "-o", str(tmp)],
+            proc = run_limited([self.cc, *flags, "-save-temps=obj", "-MD", *incs, "-c", str(source), "-o", str(tmp)],
                                output=tmp, jailed=True, sees=visible, also=also)
             out = _compiled_or_raise(proc, tmp, also)
             deps = _read_deps(also[2][1], visible)
@@ -422,7 +423,7 @@ class Builder:
         compiled (the gate compares a stage's handed-out files in two lanes
         with this); "" when it does not preprocess."""
         visible = [self.common, self.tracing, *stage_dirs, pathlib.Path(source).parent]
-        proc = run_limited([CC, *BASE, *flags, *self.include_flags("plain", stage_dirs, student=True), "-E",
+        proc = run_limited([self.cc, *BASE, *flags, *self.include_flags("plain", stage_dirs, student=True), "-E",
                             str(source)], jailed=True, sees=visible)
         return proc.stdout if proc.returncode == 0 else ""
 
@@ -465,7 +466,7 @@ class Builder:
         output.parent.mkdir(parents=True, exist_ok=True)
         libs = [f"-l{name}" for name in system_libs] + (["-lcriterion"] if variant == "plain" else [])
         flags = BASE + OPT[variant] + LINK.get(variant, []) + BIND + ["-rdynamic", WRAP]
-        proc = run_limited([CC, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
+        proc = run_limited([self.cc, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
                            sees=[pathlib.Path(o).parent for o in objects])
         if proc.returncode != 0:
             out = proc.stdout + proc.stderr

@@ -1,7 +1,7 @@
 """The grader's channel: what a test's process says while it runs, kept where
 that process cannot take it back (common/testing/harness.c, CHANNEL_FD).
 
-One run (invoke.Invocation) gets one connected pair of sequenced-packet
+One run (binary_run.BinaryRun) gets one connected pair of sequenced-packet
 Unix sockets. The grader keeps one end; the other is the runner's standard
 output, which Criterion's runner leaves open in every test process it
 starts (it closes every other descriptor it did not open), and which the

@@ -4,7 +4,6 @@ command that reruns it) and the words it is made of. The terminal report
 (report.py), results.json (results_json.py) and JUnit (junit.py) each
 print it their own way; none of them writes it again.
 """
-import os
 
 from . import text
 from .outcomes import Verdict
@@ -45,7 +44,7 @@ def rerun_command(grading, item, outcome, command="make grade", narrow=True):
         parts.append(f"ITEMS={item.id}")
     if outcome is not None and outcome.seed:
         parts.append(f"SEED={outcome.seed}")
-    shown = os.environ.get("LAB_RERUN_TARGET")   # run_autograder: the student's own tree is labs/
+    shown = grading.rerun_target   # LAB_RERUN_TARGET (run_autograder: the student's own tree is labs/)
     if shown is not None:
         if shown:
             parts.append(f"TARGET={shown}")

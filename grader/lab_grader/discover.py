@@ -27,7 +27,7 @@ import re
 import zipfile
 
 from . import listing, text
-from .listing import Refused, children
+from .listing import NotTaken, children
 
 MAX_TOTAL = 32 << 20         # bytes copied in all
 SUFFIXES = (".c", ".h", ".toml", ".md", ".txt")   # what a stage folder's copy keeps
@@ -80,7 +80,7 @@ def _shape(entries, dirs, stages, prefix=""):
     tops = [d for d in children(dirs, prefix) if _visible(d)]
     nested = [t for t in tops if folders(f"{prefix}{t}/labs/")]
     if len(nested) > 1:
-        raise Refused(f"more than one labs/ folder one level down ({', '.join(t + '/labs/' for t in nested)}): "
+        raise NotTaken(f"more than one labs/ folder one level down ({', '.join(t + '/labs/' for t in nested)}): "
                        "submit one")
     if nested:
         return ("labs-nested", folders(f"{prefix}{nested[0]}/labs/"),
@@ -174,7 +174,7 @@ def _copy(entries, rel, dest, budget, notes):
         notes.append(f"refused {rel}: {why}; left out")
         return None
     if budget + len(data) > MAX_TOTAL:
-        raise Refused(f"refused the submission: its stage files add up to more than {MAX_TOTAL >> 20} MiB")
+        raise NotTaken(f"refused the submission: its stage files add up to more than {MAX_TOTAL >> 20} MiB")
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "wb") as f:
@@ -186,7 +186,7 @@ def _listing(source, found, stages, opened):
     """(entries, dirs, "zip+" or "") of the submission at source."""
     source = pathlib.Path(source)
     if source.is_symlink():
-        raise Refused(f"refused {source.name}: the submission itself is a symbolic link")
+        raise NotTaken(f"refused {source.name}: the submission itself is a symbolic link")
     if source.is_dir():
         entries, dirs = listing.list_dir(source)
         zips = [n for n in children(entries, "") if n.lower().endswith(".zip") and entries[n].kind == "file"]
@@ -197,15 +197,15 @@ def _listing(source, found, stages, opened):
     if source.is_file() and source.suffix.lower() == ".zip":
         return listing.list_zip(source, opened) + ("zip+",)
     if source.exists():
-        raise Refused(f"{source.name} is neither a folder nor a .zip file")
-    raise Refused(f"nothing was submitted: {source} does not exist")
+        raise NotTaken(f"{source.name} is neither a folder nor a .zip file")
+    raise NotTaken(f"nothing was submitted: {source} does not exist")
 
 
 def _discover(source, stages, dest, found, opened):
     entries, dirs, zipped = _listing(source, found, stages, opened)
     shape = _shape(entries, dirs, stages)
     if shape is None:
-        raise Refused("no stage folder and no file of any stage: " + _expected(stages, _found_names(entries, dirs)))
+        raise NotTaken("no stage folder and no file of any stage: " + _expected(stages, _found_names(entries, dirs)))
     name, folders, notes, prefix = shape
     found.shape = zipped + name
     found.notes += notes
@@ -235,7 +235,7 @@ def _discover(source, stages, dest, found, opened):
     if not found.stages:
         why = f"every file of a stage was refused ({', '.join(refused[:5])})" if refused else \
             "no file could be given a stage"
-        raise Refused(f"nothing to grade: {why}, see the notes; " + _expected(stages, _found_names(entries, dirs)))
+        raise NotTaken(f"nothing to grade: {why}, see the notes; " + _expected(stages, _found_names(entries, dirs)))
 
 
 def find(source, stages, dest):
@@ -251,8 +251,8 @@ def find(source, stages, dest):
     try:
         _discover(source, stages, dest, found, opened)
         found.tree = dest
-    except (Refused, OSError, zipfile.BadZipFile) as e:
-        found.problem = str(e) if isinstance(e, Refused) else f"cannot read the submission: {e}"
+    except (NotTaken, OSError, zipfile.BadZipFile) as e:
+        found.problem = str(e) if isinstance(e, NotTaken) else f"cannot read the submission: {e}"
         found.tree, found.stages = None, []
         for p in sorted(dest.rglob("*"), reverse=True):
             p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()

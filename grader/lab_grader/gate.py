@@ -89,10 +89,6 @@ UNWATCHED = re.compile(r"\b\w*(sanitize|instrument)\w*\b", re.I)
 FORBIDDEN_INCLUDES = re.compile(r"^(criterion/|lab_test\.h$|harness\.h$|wakers\.h$|measure\.h$|futures\.h$|"
                                 r"virtual_clock\.h$|still_clock\.h$|store_buffer\.h$|alloc_count\.h$|wake_probe\.h$)")
 MAX_SOURCE = 512 * 1024   # bytes in one student file
-# The grader's own self-tests of the jail (test_sandbox.py) turn the call
-# allowlist off, to show what the sandbox does with code that got past it.
-# Read from the grader's environment, which no submission can set.
-CHECK_CALLS = os.environ.get("LAB_GATE_CALLS", "1") != "0"
 
 
 class Refused(Exception):
@@ -453,7 +449,12 @@ def allowed(reference_objs, earlier_objs, common_objs, kept_dir=None):
     return Allowed(api, uses)
 
 
-def check_object(obj, source_name, allow, variant="plain", kept_dir=None):
+def check_object(obj, source_name, allow, variant="plain", kept_dir=None, check_calls=True):
+    """Refused unless the object defines only its stage's API and calls
+    only what `allow` lets it. check_calls=False (LAB_GATE_CALLS=0, from the
+    grader's environment, which no submission can set): the self-tests of
+    the jail (test_sandbox.py) turn the call allowlist off, to show what the
+    sandbox does with code that got past it."""
     for sym, kind in sorted(_nm(obj, "--defined-only", kept_dir=kept_dir).items()):
         if kind in ("i", "u"):
             raise Refused(f"{source_name} defines `{sym}` as an {'ifunc' if kind == 'i' else 'unique'} symbol: its "
@@ -464,7 +465,7 @@ def check_object(obj, source_name, allow, variant="plain", kept_dir=None):
             raise Refused(f"{source_name} defines `{sym}`, which is not a function of this stage's API: make a "
                           "helper of your own static; the grader's, Criterion's and the allocator's names are theirs")
     for sym in sorted(_nm(obj, "--undefined-only", kept_dir=kept_dir)):
-        if (sym in allow.uses or ATOMIC_LIBCALL.match(sym) or not CHECK_CALLS) and not (
+        if (sym in allow.uses or ATOMIC_LIBCALL.match(sym) or not check_calls) and not (
                 sym.startswith("lab_") and sym != "lab_todo"):
             continue
         if variant == "tsan" and sym.startswith("__tsan_"):

@@ -2,12 +2,12 @@
 it. The pytest plugin (grader/grade/conftest.py) only maps pytest's
 lifecycle onto these calls:
 
-    g = Grading(options)   what is graded: the options checked (invocation.py),
+    g = Grading(options)   what is graded: the options checked (arguments.py),
                            the rubric items chosen (plan.py, through the pipeline)
     g.start()              built and run: a thread per stage builds its binaries
                            (assemble.py), then runs its lanes (lanes.py)
     g.result(item)         judged: the item's result, once the runs it needs are
-                           done (pipeline.py -> verdict.py)
+                           done (pipeline.py -> scoring.py)
     g.finish()             written: the pipeline's last word (which builds, and
                            whether the grader's own files stayed untouched), then
                            the report (report.py), results.json (results_json.py)
@@ -17,12 +17,11 @@ The items are judged in rubric order, one at a time (pytest's), while the
 stages build and run behind them; an item waits only for what it needs.
 """
 import dataclasses
-import os
 import pathlib
 import sys
 import time
 
-from . import invocation, junit, pipeline, report, results_json, rubric, sandbox, verdict
+from . import arguments, junit, pipeline, report, results_json, rubric, sandbox, scoring
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -35,7 +34,7 @@ def _option(default, help, **more):
 class Options:
     """What was asked: make grade's variables, as the pytest plugin's
     options (--name for each field; a field that defaults to False is a
-    flag). Checked by invocation.grading when the Grading is made."""
+    flag). Checked by arguments.check_grade when the Grading is made."""
     target: str = _option(str(ROOT / "labs"), "tree shaped like labs/ to grade")
     stage: str = _option("", "stages to grade: 1, 01-signal, 1,2")
     items: str = _option("", "only these rubric item ids (comma-separated)")
@@ -69,7 +68,7 @@ class Finished:
 
 class Grading:
     def __init__(self, options, root=ROOT):
-        """What is graded. Bad options raise invocation.UsageError (one
+        """What is graded. Bad options raise arguments.UsageError (one
         line, exit status 2, before anything runs); a rubric that does not
         load is kept as self.error, and every item fails with it."""
         self.options = options
@@ -79,17 +78,19 @@ class Grading:
         self.error = None
         self.pipeline = None
         self.budget = 0.0          # seconds for the whole grading, 0 for none
+        self.environment = arguments.Environment()   # the environment's knobs, read with the options
         o = options
         try:
-            args = invocation.grading(self.root, target=o.target, stage=o.stage, items=o.items, test=o.test,
+            args = arguments.check_grade(self.root, target=o.target, stage=o.stage, items=o.items, test=o.test,
                                       seed=o.seed, budget=o.budget, valgrind_scale=o.valgrind_scale, hidden=o.hidden)
             self.budget = args.budget
+            self.environment = args.environment
             self.pipeline = pipeline.Pipeline(
                 root=self.root, target=args.target, stages=args.stages, selected=args.selected,
                 build_dir=pathlib.Path(o.build_dir), items=args.items, test=args.test, seed=args.seed,
                 werror=o.werror, valgrind_scale=args.valgrind_scale, quick=o.quick,
-                hidden=o.hidden or None, reference=o.reference or None)
-        except invocation.UsageError:
+                hidden=o.hidden or None, reference=o.reference or None, environment=args.environment)
+        except arguments.UsageError:
             raise
         except rubric.RubricError as e:
             self.error = str(e)
@@ -116,7 +117,7 @@ class Grading:
         self.results.append(r)
         if self.options.results and self.budget:
             done = {x.item.key for x in self.results}
-            pending = [verdict.out_of_time(i) for i in self.items() if i.key not in done]
+            pending = [scoring.out_of_time(i) for i in self.items() if i.key not in done]
             self._write_results(self.pipeline.snapshot(), self.results + pending)
         return r
 
@@ -142,8 +143,8 @@ class Grading:
             alone = report.compiler_first(graded, self.results)
             if alone:
                 return Finished([alone], status=untrusted)
-        color = not os.environ.get("NO_COLOR") and sys.stdout.isatty()
-        lines = ["", report.text_report(graded, self.results, sandbox.shared().describe(), color)]
+        color = self.environment.color and sys.stdout.isatty()
+        lines = ["", report.text_report(graded, self.results, sandbox.shared(self.environment).describe(), color)]
         if self.options.test:
             lines += self._test_output()
         if self.options.timings:

@@ -52,21 +52,6 @@ def given_sources(handout):
             if n.endswith(".c") and TODO_STUB not in p.read_text(errors="replace")}
 
 
-def race_runs(root):
-    """LAB_RACE_RUNS=n, in the instructor's repository only: each race item
-    makes exactly n runs and does not stop at a failing one, so the report
-    says how many of them failed (the self-tests require a mutant caught in
-    every run). 0 when unset."""
-    n = os.environ.get("LAB_RACE_RUNS", "")
-    return int(n) if n.isdigit() and (pathlib.Path(root) / "solutions").is_dir() else 0
-
-
-def given_from_target(root):
-    """Are given files taken from the target (LAB_GIVEN_FROM_TARGET=1, in the
-    instructor's repository only: the handout has no solutions/)?"""
-    return os.environ.get("LAB_GIVEN_FROM_TARGET") == "1" and (pathlib.Path(root) / "solutions").is_dir()
-
-
 def _fields_ok(mine, handout):
     """Does a student header match the handout's outside the fields line?
     None when it does; else the first line number that differs."""

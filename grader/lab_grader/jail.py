@@ -205,7 +205,7 @@ class Jail:
                 pass
 
 
-# What the grader reads of a run (invoke.py, lanes.py): the runner's report,
+# What the grader reads of a run (binary_run.py, lanes.py): the runner's report,
 # the tests' records, the tools' logs. Nothing else a test left comes back.
 KEPT = ("report.xml", "rec", "vg", "tsan")
 

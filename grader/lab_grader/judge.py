@@ -10,7 +10,7 @@ every pass it does not bear out.
 import re
 
 from . import channel, records
-from .invoke import fork_limit_note, oom_note
+from .binary_run import fork_limit_note, oom_note
 from .outcomes import Outcome, Verdict
 
 # a failure about the allocation counts: the records name the leaked blocks' sites
@@ -27,7 +27,7 @@ def _hang_limit(text):
     return float(m.group(1)) if m else None
 
 
-def judge(test, report, recs, symbolizer, nonce, hang_hint=""):
+def one_test(test, report, recs, symbolizer, nonce, hang_hint=""):
     """The outcome of one test from its report line and its records."""
     runs = recs.get(test, [])
     run = runs[-1] if runs else None
@@ -175,11 +175,11 @@ def leak_sites(run, symbolizer):
 # ---- Valgrind ------------------------------------------------------------------
 
 
-def judge_run(tests, result, binary, nonce, hang_hints):
-    """{test: Outcome} for every test a run (invoke.RunResult) was asked to
+def one_run(tests, result, binary, nonce, hang_hints):
+    """{test: Outcome} for every test a run (binary_run.RunResult) was asked to
     run. A run that met the process limit says so on every failure."""
     sym = records.Symbolizer(binary)
-    outs = {t: judge(t, result.report, result.records, sym, nonce, hang_hints.get(t, "")) for t in tests}
+    outs = {t: one_test(t, result.report, result.records, sym, nonce, hang_hints.get(t, "")) for t in tests}
     channel.overrule(outs, result.said)
     if result.starved:
         # the kernel's numbers, not the run's: a test that ran out of time

@@ -118,7 +118,7 @@ def build(cases, suite_name="lab-grader", timestamp=None, hostname=None):
 
 
 def cases(grading, results):
-    """The cases write takes, from a grading (pipeline.Grading and its item
+    """The cases write takes, from a grading (pipeline.Builds and its item
     results): one per item, its diagnosis in full."""
     out = []
     for r in results:

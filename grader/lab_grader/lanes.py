@@ -16,7 +16,7 @@ import dataclasses
 import threading
 import time
 
-from . import checkers, invoke, judge, transcript
+from . import binary_run, checkers, judge, transcript
 from .outcomes import Verdict
 
 VALGRIND = ("valgrind", "-q", "--trace-children=yes", "--fair-sched=yes", "--leak-check=full",
@@ -54,33 +54,33 @@ class Lane:
     wrapper: tuple = ()       # command before the binary; {logs} is the log directory
     env: tuple = ()           # (name, value) pairs; {logs} is the log directory, {scale} the Valgrind scale
     timeout: float = 300      # the whole run: a backstop behind each test's own timeout
-    data_limit: int = invoke.DATA_LIMIT
-    memory: int = invoke.MEMORY_LIMIT
+    data_limit: int = binary_run.DATA_LIMIT
+    memory: int = binary_run.MEMORY_LIMIT
     checker: Checker = None
     exclusive: bool = False   # takes every slot: nothing else runs beside it
     strip_symbols: bool = False  # run a copy without .symtab and DWARF (Valgrind keeps them: it names lines itself)
 
-    def invocation(self, binary, tests, run_dir, base_env, scale):
+    def make_run(self, binary, tests, run_dir, base_env, scale, cpu_quota=None):
         logs = run_dir / self.checker.logs if self.checker else None
         fill = lambda s: s.format(logs=logs, scale=scale)  # noqa: E731
         env = dict(base_env)
         env.update({k: fill(v) for k, v in self.env})
-        return invoke.Invocation(binary, list(tests), run_dir, jobs=self.jobs, env=env,
-                                 wrapper=[fill(w) for w in self.wrapper], timeout=self.timeout,
-                                 make_dirs=[logs] if logs else [], data_limit=self.data_limit, memory=self.memory,
-                                 strip_symbols=self.strip_symbols)
+        return binary_run.BinaryRun(binary, list(tests), run_dir, jobs=self.jobs, env=env,
+                                    wrapper=[fill(w) for w in self.wrapper], timeout=self.timeout,
+                                    make_dirs=[logs] if logs else [], data_limit=self.data_limit, memory=self.memory,
+                                    strip_symbols=self.strip_symbols, cpu_quota=cpu_quota)
 
 
 LANES = {
     "plain": Lane("plain", "plain", strip_symbols=True),
     "race": Lane("race", "plain", strip_symbols=True),
     "valgrind": Lane("valgrind", "vg", wrapper=VALGRIND + ("--log-file={logs}/%p.log",), env=(("LAB_SCALE", "{scale}"),),
-                     timeout=900, data_limit=0, memory=invoke.TOOL_MEMORY_LIMIT,
+                     timeout=900, data_limit=0, memory=binary_run.TOOL_MEMORY_LIMIT,
                      checker=Checker("vg", checkers.valgrind_by_pid, (Verdict.PASS, Verdict.FAIL), Verdict.MEMORY,
                                      "Valgrind found {n} memory error(s) or leak(s)", shown=3, limit=24)),
     "tsan": Lane("tsan", "tsan", jobs=1, env=(("TSAN_OPTIONS", TSAN_OPTIONS + " log_path={logs}/tsan"),
                                               ("LAB_SCALE", TSAN_SCALE)), data_limit=0,
-                 memory=invoke.TOOL_MEMORY_LIMIT, strip_symbols=True,
+                 memory=binary_run.TOOL_MEMORY_LIMIT, strip_symbols=True,
                  checker=Checker("tsan", checkers.tsan_by_pid,
                                  (Verdict.PASS, Verdict.FAIL, Verdict.TIMEOUT, Verdict.CRASH, Verdict.EXITED_EARLY),
                                  Verdict.RACE, "ThreadSanitizer reported {n} problem(s)", shown=2, limit=30)),
@@ -122,11 +122,13 @@ def check(lane, outs, result, run_dir, binary=None):
 
 
 class Runner:
-    """Runs invocations two at a time (the machine's slots), keeps every run
+    """Runs binary runs two at a time (the machine's slots), keeps every run
     directory and how long each took, and judges what a run left."""
 
-    def __init__(self, nonce, seed, slots, valgrind_scale, work):
+    def __init__(self, nonce, seed, slots, valgrind_scale, work, passed_on=(), cpu_quota=None):
         self.nonce = nonce
+        self.passed_on = dict(passed_on)   # the grader's environment every run takes (arguments.PASSED_ON)
+        self.cpu_quota = cpu_quota         # LAB_RUN_CPU_QUOTA (arguments.Environment)
         self.seed = seed
         self.nslots = slots
         self.slots = threading.BoundedSemaphore(slots)
@@ -139,16 +141,17 @@ class Runner:
         self.todo_hints = {}  # stage name -> the LAB_TODO texts of its skeleton: the only ones a report shows
 
     def env(self):
-        env = {"LAB_NONCE": self.nonce}
+        env = dict(self.passed_on)
+        env["LAB_NONCE"] = self.nonce
         if self.seed is not None:
             env["LAB_SEED"] = str(self.seed)
         return env
 
-    def invocation(self, lane, binary, tests, run_dir):
-        return lane.invocation(binary, tests, run_dir, self.env(), self.valgrind_scale)
+    def make_run(self, lane, binary, tests, run_dir):
+        return lane.make_run(binary, tests, run_dir, self.env(), self.valgrind_scale, self.cpu_quota)
 
     def execute(self, inv, exclusive=False):
-        """One run; returns its invoke.RunResult."""
+        """One run; returns its binary_run.RunResult."""
         self.run_dirs.append(inv.run_dir)
         weight = self.nslots if exclusive else 1
         if weight == 1:
@@ -194,7 +197,7 @@ class Runner:
         directory inv's with -name after it: calibrate.py's second runs,
         handed to it as functools.partial(runner.rerun, inv)."""
         run_dir = inv.run_dir.parent / f"{inv.run_dir.name}-{name}"
-        moved = invoke.mover({str(inv.run_dir): str(run_dir)})
+        moved = binary_run.mover({str(inv.run_dir): str(run_dir)})
         again = dataclasses.replace(inv, run_dir=run_dir, tests=list(tests), binary=binary or inv.binary,
                                     env={k: moved(v) for k, v in inv.env.items()},
                                     wrapper=[moved(w) for w in inv.wrapper],
@@ -204,7 +207,7 @@ class Runner:
     def _judge(self, inv, result, hang_hints):
         """The run's outcomes: its records and report (judge.py), then each
         passed test's transcript of checks against the stage's table."""
-        outs = judge.judge_run(inv.tests, result, inv.binary, self.nonce, hang_hints)
+        outs = judge.one_run(inv.tests, result, inv.binary, self.nonce, hang_hints)
         stage = inv.run_dir.relative_to(self.work).parts[0]
         if stage in self.todo_hints:
             judge.keep_known_todos(outs, result.records, self.todo_hints[stage])

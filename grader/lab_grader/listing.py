@@ -1,6 +1,6 @@
 """Reading a submission safely: the names in a folder or a zip, and a way
 to read each regular file, with caps that turn a zip bomb, a huge tree or a
-member that escapes the zip into a one-line refusal (Refused).
+member that escapes the zip into a one-line refusal (NotTaken).
 
 Nothing here follows a symbolic link or unpacks anything to disk: a link is
 listed as kind "link", a device or FIFO as "other", and a file is read only
@@ -21,7 +21,7 @@ MAX_UNPACKED = 512 << 20     # declared unpacked size of all members of a zip
 SKIP_DIRS = ("__MACOSX",)    # not walked, nor is any folder whose name starts with a dot
 
 
-class Refused(Exception):
+class NotTaken(Exception):
     """The submission cannot be taken; the message is one line for the student."""
 
 
@@ -36,7 +36,7 @@ def _read_file(path):
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise Refused(f"{path.name} is not a regular file")
+            raise NotTaken(f"{path.name} is not a regular file")
         return f.read(MAX_FILE + 1)
 
 
@@ -49,7 +49,7 @@ def list_dir(root):
         with os.scandir(d) as it:
             for e in it:
                 if len(entries) + len(dirs) >= MAX_ENTRIES:
-                    raise Refused(f"the submission has more than {MAX_ENTRIES} files and folders")
+                    raise NotTaken(f"the submission has more than {MAX_ENTRIES} files and folders")
                 name = rel + e.name
                 if e.is_symlink():
                     entries[name] = Entry("link")
@@ -69,23 +69,23 @@ def list_zip(path, opened):
     """The same for the zip file at path; the ZipFile is appended to opened
     for the caller to close once it has read what it needs."""
     if path.stat().st_size > MAX_ZIP:
-        raise Refused(f"refused {path.name}: larger than {MAX_ZIP >> 20} MiB")
+        raise NotTaken(f"refused {path.name}: larger than {MAX_ZIP >> 20} MiB")
     try:
         zf = zipfile.ZipFile(path)
         infos = zf.infolist()
         opened.append(zf)
     except (zipfile.BadZipFile, OSError, ValueError) as e:
-        raise Refused(f"{path.name} is not a zip file that can be read ({e})")
+        raise NotTaken(f"{path.name} is not a zip file that can be read ({e})")
     if len(infos) > MAX_ENTRIES:
-        raise Refused(f"refused {path.name}: more than {MAX_ENTRIES} members")
+        raise NotTaken(f"refused {path.name}: more than {MAX_ENTRIES} members")
     if sum(i.file_size for i in infos) > MAX_UNPACKED:
-        raise Refused(f"refused {path.name}: its members would unpack to more than {MAX_UNPACKED >> 20} MiB")
+        raise NotTaken(f"refused {path.name}: its members would unpack to more than {MAX_UNPACKED >> 20} MiB")
     entries, dirs = {}, set()
     for info in infos:
         name = info.filename.replace("\\", "/")
         parts = [p for p in name.split("/") if p not in ("", ".")]
         if name.startswith("/") or re.match(r"[A-Za-z]:", name) or ".." in parts:
-            raise Refused(f"refused {path.name}: member '{info.filename}' points outside the zip")
+            raise NotTaken(f"refused {path.name}: member '{info.filename}' points outside the zip")
         if not parts:
             continue
         for i in range(1, len(parts)):
@@ -95,7 +95,7 @@ def list_zip(path, opened):
         if name.endswith("/") or stat.S_ISDIR(mode):
             dirs.add(rel)
         elif rel in entries:
-            raise Refused(f"refused {path.name}: it holds {rel} twice")
+            raise NotTaken(f"refused {path.name}: it holds {rel} twice")
         elif stat.S_ISLNK(mode):
             entries[rel] = Entry("link")
         elif stat.S_IFMT(mode) not in (0, stat.S_IFREG) or info.flag_bits & 0x1:
@@ -106,7 +106,7 @@ def list_zip(path, opened):
                     with zf.open(info) as f:
                         return f.read(MAX_FILE + 1)
                 except Exception as e:  # bad CRC, a truncated or corrupt stream, an unknown method
-                    raise Refused(f"refused {path.name}: {rel} cannot be unpacked ({e})") from None
+                    raise NotTaken(f"refused {path.name}: {rel} cannot be unpacked ({e})") from None
             entries[rel] = Entry("file", read)
     return entries, dirs
 

@@ -1,7 +1,7 @@
 """The grading of one tree, in stage order:
 
     plan -> build -> lanes -> calibrate -> verdict
-    plan.py  assemble.py  lanes.py  calibrate.py  verdict.py
+    plan.py  assemble.py  lanes.py  calibrate.py  scoring.py
 
 (waiting.py: the threads and the run-once memo; tree_lock.py: one grading
 of a tree at a time.)
@@ -30,7 +30,7 @@ import pathlib
 import secrets
 import threading
 
-from . import assemble, build, calibrate, intake, integrity, judge, lanes, machine, plan, quiz, sandbox, transcript, verdict
+from . import arguments, assemble, build, calibrate, integrity, judge, lanes, machine, plan, quiz, sandbox, scoring, transcript
 from .outcomes import HUNG_VERDICTS, Outcome, Verdict
 from .tree_lock import TreeLock
 from .waiting import Memo, spawn
@@ -41,7 +41,7 @@ SLOW_FAIL_S = 2.0     # a plain failure that took this long waited for a rescue:
 
 
 @dataclasses.dataclass
-class Grading:
+class Builds:
     """What a report needs to know of a grading, besides the item results."""
     root: pathlib.Path
     target: pathlib.Path
@@ -49,12 +49,16 @@ class Grading:
     builds: dict          # name -> assemble.StageBuild
     untrusted: list       # the grader's files that changed while it ran (no score is given)
     items_of_test: dict = dataclasses.field(default_factory=dict)   # (stage, suite::name) -> ids of the items that run it
+    rerun_target: str = None   # the TARGET= rerun lines name (LAB_RERUN_TARGET); None: the tree graded
 
 
 class Pipeline:
     def __init__(self, root, target, stages, selected, build_dir, items=None, test=None, seed=None,
-                 werror=False, valgrind_scale=0.05, slots=2, reference=None, quick=False, hidden=None):
+                 werror=False, valgrind_scale=0.05, slots=2, reference=None, quick=False, hidden=None,
+                 environment=None):
         self.root = pathlib.Path(root)
+        # the environment's knobs (arguments.Environment), read by the entry point that checked the options
+        self.environment = env = environment or arguments.read_environment(self.root)
         self.target = pathlib.Path(target).resolve()
         self.build_dir = pathlib.Path(build_dir)
         self.hidden = pathlib.Path(hidden) if hidden else None
@@ -68,8 +72,10 @@ class Pipeline:
         slug = "".join(c if c.isalnum() else "_" for c in str(self.target))[-80:]
         self.work = self.build_dir / "runs" / slug
         self.assembler = assemble.Assembler(self.root, self.target, self.reference, self.hidden, self.build_dir,
-                                            self.work, werror)
-        self.runner = lanes.Runner(secrets.token_hex(8), seed, slots, valgrind_scale, self.work)
+                                            self.work, werror, cc=env.cc, gate_calls=env.gate_calls,
+                                            given_from_target=env.given_from_target)
+        self.runner = lanes.Runner(secrets.token_hex(8), seed, slots, valgrind_scale, self.work,
+                                   passed_on=env.passed_on, cpu_quota=env.run_cpu_quota)
         for sp in self.plan.order:
             tests, hidden = self.assembler.test_dirs(sp.stage.name)
             self.runner.expected[sp.stage.name] = transcript.load(tests, *hidden)
@@ -93,7 +99,7 @@ class Pipeline:
         self._variants = {"plain", *variants}
         self.tree_lock.acquire()
         self._files = integrity.fingerprint(self.root, self.hidden)
-        sandbox.shared().protect([self.root, self.hidden])
+        sandbox.shared(self.environment).protect([self.root, self.hidden])
         used = {d for sp in self.plan.order for d in sp.closure}
         threads = []
         for sp in self.plan.order:
@@ -232,7 +238,7 @@ class Pipeline:
         return outs
 
     def _one_run(self, sp, lane, b, binary, tests, run_dir):
-        inv = self.runner.invocation(lane, binary, tests, run_dir)
+        inv = self.runner.make_run(lane, binary, tests, run_dir)
         outs, result = self.runner.run(inv, sp.hang_hints, lane.exclusive)
         rerun = functools.partial(self.runner.rerun, inv)   # calibrate's second runs, in this lane
         calibrate.calibrate(outs, rerun, b.reference.get(lane.variant), set(sp.public),
@@ -264,7 +270,7 @@ class Pipeline:
             outs = self._lane_run(sp, lanes.LANES["race"], sp.item_tests[item.key],
                                   self.work / sp.stage.name / "race" / item.id / str(k))
             return next((o for o in outs.values() if not o.passed), None)
-        every = intake.race_runs(self.root)   # the self-tests' count of how often a mutant is caught
+        every = self.environment.race_runs   # the self-tests' count of how often a mutant is caught
         runs = every or (1 if self.plan.quick else item.runs)
         return self.memo.get(("race", item.key), lambda: lanes.repeat(once, runs, every=bool(every)))
 
@@ -325,25 +331,25 @@ class Pipeline:
         try:
             return fut.result(timeout=max(0.0, timeout))
         except concurrent.futures.TimeoutError:
-            return verdict.out_of_time(item)
+            return scoring.out_of_time(item)
 
     def _result(self, item):
         sp = self.plan.of(item.stage)
         if item.lane == "quiz":
             name = sp.stage.name
-            return verdict.from_quiz(item, self.reference / name / quiz.FILE, self.target / name / quiz.FILE,
+            return scoring.from_quiz(item, self.reference / name / quiz.FILE, self.target / name / quiz.FILE,
                                      self.root / "grader" / "reference" / name / quiz.HASHED)
         if self.plan.quick and item.lane in QUICK_SKIPS:
-            return verdict.left_to_make_grade(item)
+            return scoring.left_to_make_grade(item)
         b = self.builds[item.stage].result()
         if not b.ok:
-            return verdict.not_built(item, b.error)
+            return scoring.not_built(item, b.error)
         tests = sp.item_tests[item.key]
         if item.lane == "race":
             done, bad, failing = self.race(sp, item)
-            return verdict.from_race(item, done, 1 if self.plan.quick else item.runs, bad, failing)
+            return scoring.from_race(item, done, 1 if self.plan.quick else item.runs, bad, failing)
         if item.cpus and machine.share() < item.cpus:
-            return verdict.too_few_cpus(item, machine.share())
+            return scoring.too_few_cpus(item, machine.share())
         if item.lane == "perf":
             outs = self.perf(sp)
         elif item.lane == "plain":
@@ -352,8 +358,8 @@ class Pipeline:
             try:
                 outs = self.checked_lane(sp, item.lane)
             except build.BuildError as e:
-                return verdict.not_built(item, e)
-        return verdict.from_outcomes(item, [outs[t] for t in tests])
+                return scoring.not_built(item, e)
+        return scoring.from_outcomes(item, [outs[t] for t in tests])
 
     # ---- the end ---------------------------------------------------------------------
 
@@ -361,7 +367,8 @@ class Pipeline:
         """The grading so far, for a report written before the end (the
         builds that are done; no integrity verdict yet)."""
         builds = {n: f.result() for n, f in self.builds.items() if f.done() and f.exception() is None}
-        return Grading(self.root, self.target, self.plan.stages, builds, [], self.items_of_test)
+        return Builds(self.root, self.target, self.plan.stages, builds, [], self.items_of_test,
+                      self.environment.rerun_target)
 
     def finish(self):
         """The grading as the report sees it, with the integrity check: the
@@ -371,7 +378,8 @@ class Pipeline:
             untrusted = integrity.changed(self._files, integrity.fingerprint(self.root, self.hidden))
         concurrent.futures.wait(list(self.builds.values()))   # a quiz item's result does not wait for its build
         builds = {n: f.result() for n, f in self.builds.items() if f.exception() is None}
-        return Grading(self.root, self.target, self.plan.stages, builds, untrusted, self.items_of_test)
+        return Builds(self.root, self.target, self.plan.stages, builds, untrusted, self.items_of_test,
+                      self.environment.rerun_target)
 
     def close(self):
         self.tree_lock.release()

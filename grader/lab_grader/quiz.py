@@ -22,7 +22,7 @@ So the key is hidden from a reader, not from a program: a student who runs
 the same search learns the key. What the hash buys is that the feedback the
 chapter promises ("how many answers in a group are wrong") exists in the
 handout without the answers lying in a file to be read; the points stay
-the instructor's to give (verdict.from_quiz), from the key in clear.
+the instructor's to give (scoring.from_quiz), from the key in clear.
 """
 import hashlib
 import itertools
@@ -68,7 +68,7 @@ def _toml(path):
         raise QuizError(f"{path.name} cannot be read: {e.strerror}") from None
 
 
-def judge(ids, answers, key):
+def score(ids, answers, key):
     """None when every question in ids is answered as the key says;
     otherwise (kind, message) with kind "blank" or "wrong". The message
     counts the wrong answers; it names neither them nor the right ones."""
@@ -154,8 +154,8 @@ def count_wrong(group, answers):
     return None
 
 
-def judge_hashed(ids, answers, group):
-    """judge(), from a hashed group: None, or (kind, message); the message
+def score_hashed(ids, answers, group):
+    """score(), from a hashed group: None, or (kind, message); the message
     gives the number of wrong answers, never which."""
     if list(ids) != list(group.get("questions", [])):
         raise QuizError(f"the hashed key's group is {group.get('questions')}, the rubric's {list(ids)}")

@@ -32,7 +32,8 @@ class Thread:
 
 
 @dataclasses.dataclass
-class Run:
+class ProcessRecord:
+    """What one test process wrote in its record file (one run of one test)."""
     pid: str
     test: str = ""
     ended: bool = False
@@ -67,7 +68,7 @@ def parse(text):
 
     def run(pid):
         if pid not in runs:
-            runs[pid] = Run(pid=pid)
+            runs[pid] = ProcessRecord(pid=pid)
             order.append(pid)
         return runs[pid]
 
@@ -141,7 +142,7 @@ def parse(text):
 
 
 def read_dir(run_dir):
-    """{ "suite::test": [Run, ...] } for every record file in run_dir."""
+    """{ "suite::test": [ProcessRecord, ...] } for every record file in run_dir."""
     out = {}
     d = pathlib.Path(run_dir)
     if not d.is_dir():

@@ -101,7 +101,7 @@ def compiler_first(grading, results):
 
 
 def text_report(grading, results, sandbox, color=False):
-    """The report: grading is pipeline.Grading, results the item results
+    """The report: grading is pipeline.Builds, results the item results
     in the order judged, sandbox the line that says how the tests ran
     (sandbox.Sandbox.describe), color whether the marks are colored."""
     lines = []

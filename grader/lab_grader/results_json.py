@@ -20,7 +20,7 @@ import math
 import pathlib
 import sys
 
-from . import files, text, verdict
+from . import files, text, scoring
 from .diagnosis import UNTRUSTED, clean, failure_block
 from .outcomes import Status
 
@@ -128,7 +128,7 @@ def _advice(r):
                 "it counts a group's wrong answers, it gives no points)")
     if "make check" in r.summary:
         return "run make grade for this lane"
-    if verdict.NEEDS_CPUS in r.summary:
+    if scoring.NEEDS_CPUS in r.summary:
         return ("nothing here says your code is wrong: this item needs more CPUs than the machine that graded it has, "
                 "so a regrade there cannot judge it either; it counts once graded where it has them")
     return ("nothing here says your code is wrong: the machine could not judge this item just now; "
@@ -136,7 +136,7 @@ def _advice(r):
 
 
 def build(grading, results, seconds, unjudged="zero"):
-    """results.json of a grading (pipeline.Grading and its item results;
+    """results.json of a grading (pipeline.Builds and its item results;
     seconds: how long it ran), in Gradescope's format: every item, always.
     An item not judged is there with why and what to do; unjudged="zero"
     counts it as 0 of its points (until regraded), "omit" as 0 of 0."""

@@ -37,7 +37,7 @@ far as the machine allows, and the grader says how far that was:
             worth, and the runs beside it keep theirs. What a run's tasks got
             and how long they waited for a CPU is read from the kernel
             (/proc/<tid>/schedstat) while it runs, so a test that timed out
-            because others held the CPU is told from one that hung (invoke.py).
+            because others held the CPU is told from one that hung (binary_run.py).
   disk      The run's private directory is a tmpfs of RUN_DISK bytes, and the
             private /tmp and /dev/shm are tmpfs of kernel.PRIVATE_DIR_SIZE: a
             test that fills the disk meets ENOSPC there, the machine's disk
@@ -66,10 +66,10 @@ import tempfile
 import threading
 import time
 
-from . import cgroups, kernel
+from . import arguments, cgroups, kernel
 from .jail import PIDS_MAX, Jail
 
-MEMORY_MAX = 3 << 30    # bytes of memory one run may hold (the lanes say their own; see invoke.py)
+MEMORY_MAX = 3 << 30    # bytes of memory one run may hold (the lanes say their own; see binary_run.py)
 RUN_DISK = 512 << 20    # bytes a run's private directory may hold (a tmpfs)
 UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 2^30)
 
@@ -77,10 +77,11 @@ UID_BASE = 1 << 20      # private user ids are drawn from [UID_BASE, UID_BASE + 
 class Sandbox:
     """What this machine allows, decided once per grader process."""
 
-    def __init__(self, enabled=True):
+    def __init__(self, enabled=True, use_cgroups=True):
+        """enabled, use_cgroups: LAB_SANDBOX and LAB_SANDBOX_CGROUP (arguments.Environment)."""
         self.root = os.geteuid() == 0
         self.enabled = enabled
-        cgroups_allowed = enabled and self.root and os.environ.get("LAB_SANDBOX_CGROUP", "1") != "0"
+        cgroups_allowed = enabled and self.root and use_cgroups
         self.pids_root = cgroups.controller_root("pids") if cgroups_allowed else None
         self.netns = "none"
         self.private_dirs = False  # own /tmp and /dev/shm (a mount namespace)
@@ -330,12 +331,15 @@ _shared = None
 _shared_lock = threading.Lock()
 
 
-def shared():
-    """The grader process's one Sandbox (LAB_SANDBOX=0 turns it off)."""
+def shared(environment=None):
+    """The grader process's one Sandbox, made at the first call, from
+    `environment` (arguments.Environment: LAB_SANDBOX=0 turns it off), or,
+    when the first caller has none at hand, from arguments.read_environment."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = Sandbox(enabled=os.environ.get("LAB_SANDBOX", "1") != "0")
+            env = environment or arguments.read_environment()
+            _shared = Sandbox(enabled=env.sandbox, use_cgroups=env.sandbox_cgroups)
             atexit.register(_shared.close)
         return _shared
 

@@ -108,7 +108,7 @@ def has_lines(binary):
 
 
 def locate(binary, offsets):
-    """{offset: "grader/tests/01-signal/poll.c:41"} for the offsets (from
+    """{offset: "grader/tests/01-signal/poll_test.c:41"} for the offsets (from
     the executable's first byte) of the calls to lab_site, each named by
     the line of the innermost inlined frame: the assertion's own line."""
     key = _key(binary)
@@ -141,7 +141,7 @@ def reached(run, binary):
 # ---- the check -------------------------------------------------------------------
 
 
-def judge(test, got, expected):
+def mismatch(test, got, expected):
     """None when the transcript `got` fits `expected`, else the message."""
     missing = expected.required - got
     extra = got - expected.allowed
@@ -187,7 +187,7 @@ def check(outs, recs, binary, table, dump=None):
             seen[test] = sorted(got)
             if e is None:
                 continue
-            why = judge(test, got, e)
+            why = mismatch(test, got, e)
         if why:
             o.verdict = Verdict.EXITED_EARLY
             o.message = why

@@ -54,7 +54,7 @@ def test_a_timeout_before_begin_is_run_again(tmp_path):
     code under test ran, so the grader runs it once more before judging; a
     timeout after BEGIN is judged at once."""
     sys.path.insert(0, str(GRADER))
-    from lab_grader import calibrate, invoke, judge, lanes, outcomes, records
+    from lab_grader import calibrate, binary_run, judge, lanes, outcomes, records
 
     reruns = []
 
@@ -65,7 +65,7 @@ def test_a_timeout_before_begin_is_run_again(tmp_path):
     report = {"s::early": ("ERRORED", "timeout", "", 5.0), "s::late": ("ERRORED", "timeout", "", 5.0)}
     recs = records.read_dir(tmp_path)  # empty
     recs["s::late"] = records.parse("BEGIN 1 s::late\n")
-    outs = {t: judge.judge(t, report, recs, None, "n") for t in report}
+    outs = {t: judge.one_test(t, report, recs, None, "n") for t in report}
     assert not outs["s::early"].began and outs["s::late"].began
     calibrate.retry_unbegun(outs, rerun, [t for t, o in outs.items() if not o.began])
     assert reruns == [(["s::early"], None, "again")]
@@ -73,7 +73,7 @@ def test_a_timeout_before_begin_is_run_again(tmp_path):
     assert outs["s::late"].verdict == "timeout"
     # and the run directory the runner gives that rerun
     run_dir = tmp_path / "run" / "0"
-    inv = invoke.Invocation(tmp_path / "bin", list(report), run_dir, env={"LOG": str(run_dir / "x")})
+    inv = binary_run.BinaryRun(tmp_path / "bin", list(report), run_dir, env={"LOG": str(run_dir / "x")})
     runner = lanes.Runner("n", None, 1, 0.05, tmp_path)
     runner.run = lambda again, hints: (again, None)
     again, _ = runner.rerun(inv, ["s::early"], None, "again")

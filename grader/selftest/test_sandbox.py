@@ -172,7 +172,7 @@ def test_a_changed_grader_file_means_no_score(tmp_path, caps):
     os.chmod(tmp_path, 0o755)   # the jail's user must reach the test source to write it (or be refused)
     for p in (lab, lab / "grader", lab / "grader" / "tests", lab / "grader" / "tests" / "01-signal"):
         os.chmod(p, 0o755)
-    victim = lab / "grader" / "tests" / "01-signal" / "poll.c"
+    victim = lab / "grader" / "tests" / "01-signal" / "poll_test.c"
     original = victim.read_bytes()
     tree = removing_tree(tmp_path, victim)
     env = dict(os.environ, NO_COLOR="1")
@@ -500,7 +500,7 @@ def test_not_root_the_checkout_is_read_only(tmp_path, caps):
             shutil.copytree(ROOT / d, lab / d, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copytree(ROOT / "grader", lab / "grader",
                         ignore=shutil.ignore_patterns("__pycache__", "mutants", "selftest"))
-        victims = [lab / "Makefile", lab / "grader" / "tests" / "01-signal" / "poll.c"]
+        victims = [lab / "Makefile", lab / "grader" / "tests" / "01-signal" / "poll_test.c"]
         code = "".join(f'    {{ FILE *f = fopen("{v}", "a"); if (f) {{ fputs("/* here */\\n", f); fclose(f); }} }}\n'
                        for v in victims)
         tree = hostile_tree(tmp_path, code, includes=("stdio.h",))

@@ -210,13 +210,13 @@ def test_the_tsan_lane_has_no_runtime_to_call_by_name(tmp_path):
     own race from the lane (issue 25's red team: 23 of 23, honestly 22).
     That TSan still finds races this way, the stage's TSan mutants show
     (test_mutants)."""
-    from lab_grader import build
+    from lab_grader import arguments, build
     src = tmp_path / "t.c"
     src.write_text("#include <pthread.h>\nstatic pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;\n"
                    "int main(void) { pthread_mutex_lock(&m); return pthread_mutex_unlock(&m); }\n")
     exe = tmp_path / "t"
     flags = build.BASE + build.OPT["tsan"] + build.LINK["tsan"] + ["-rdynamic"]
-    p = subprocess.run([build.CC, *flags, str(src), "-o", str(exe)], capture_output=True, text=True)
+    p = subprocess.run([arguments.read_environment().cc, *flags, str(src), "-o", str(exe)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout
     assert "libtsan" not in needed, needed
@@ -231,11 +231,11 @@ def test_stage_08_rings_cannot_open_or_close(tmp_path):
     io_uring_setup; stage 08's code gets rings made before it, restricted
     (grader/tests/08-uring/uring_guard.c, through build.WRAP): no open (of
     /proc/self/mem, say) and no close through a ring, while a no-op runs."""
-    from lab_grader import build
+    from lab_grader import arguments, build
     if not pathlib.Path("/usr/include/liburing.h").exists():
         pytest.skip("liburing's header is not installed (sh grader/deps.sh installs it)")
     exe = tmp_path / "uring"
-    p = subprocess.run([build.CC, "-std=c11", "-O1", str(PROBE.with_name("uring_probe.c")),
+    p = subprocess.run([arguments.read_environment().cc, "-std=c11", "-O1", str(PROBE.with_name("uring_probe.c")),
                         str(ROOT / "grader" / "tests" / "08-uring" / "uring_guard.c"), build.WRAP, "-o", str(exe), "-luring", "-lpthread"],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -107,8 +107,8 @@ def test_the_margins_are_what_the_docs_say():
     """One required check may be missing and three unknown ones may be
     named (docs/instructors.md, the threat model); one more of either fails."""
     e = transcript.Expected(frozenset({"a:1", "a:2", "a:3"}), frozenset({"a:1", "a:2", "a:3", "a:4"}))
-    assert transcript.judge("t", {"a:1", "a:2", "a:3"}, e) is None
-    assert transcript.judge("t", {"a:1", "a:2", "a:4"}, e) is None
-    assert transcript.judge("t", {"a:1"}, e) is not None
-    assert transcript.judge("t", {"a:1", "a:2", "a:3", "b:1", "b:2", "b:3"}, e) is None
-    assert "no correct run reaches" in transcript.judge("t", {"a:1", "a:2", "a:3", "b:1", "b:2", "b:3", "b:4"}, e)
+    assert transcript.mismatch("t", {"a:1", "a:2", "a:3"}, e) is None
+    assert transcript.mismatch("t", {"a:1", "a:2", "a:4"}, e) is None
+    assert transcript.mismatch("t", {"a:1"}, e) is not None
+    assert transcript.mismatch("t", {"a:1", "a:2", "a:3", "b:1", "b:2", "b:3"}, e) is None
+    assert "no correct run reaches" in transcript.mismatch("t", {"a:1", "a:2", "a:3", "b:1", "b:2", "b:3", "b:4"}, e)

@@ -11,7 +11,7 @@ from conftest import GRADER, ROOT
 sys.path.insert(0, str(GRADER))
 sys.path.insert(0, str(GRADER / "authoring"))
 import skeleton  # noqa: E402
-from lab_grader import checkers, invoke, judge, plan, records, rubric  # noqa: E402
+from lab_grader import arguments, binary_run, checkers, judge, plan, records, rubric  # noqa: E402
 
 
 # ---- skeleton generator ------------------------------------------------------
@@ -118,7 +118,7 @@ XML = """<?xml version="1.0" encoding="UTF-8"?>
 def test_parse_xml(tmp_path):
     p = tmp_path / "r.xml"
     p.write_text(XML)
-    r = invoke.parse_xml(p)
+    r = binary_run.parse_xml(p)
     assert r["s::ok"][0] == "PASSED"
     assert r["s::bad"][2] == 't.c:6: a "quoted" <msg>'
     assert r["s::slow"][1] == "timeout"
@@ -137,7 +137,7 @@ def judged(test, report_line, record_text, nonce="n"):
     for r in records.parse(record_text):
         recs.setdefault(r.test, []).append(r)
     report = {test: report_line} if report_line else {}
-    return judge.judge(test, report, recs, NoSymbols(), nonce)
+    return judge.one_test(test, report, recs, NoSymbols(), nonce)
 
 
 def test_judge_verdicts():
@@ -166,8 +166,8 @@ def test_judge_verdicts():
 
 
 def test_filter_and_expand():
-    assert invoke.filter_for(["s::a"]) == "s/a"
-    assert invoke.filter_for(["s::a", "t::b"]) == "@(s/a|t/b)"
+    assert binary_run.filter_for(["s::a"]) == "s/a"
+    assert binary_run.filter_for(["s::a", "t::b"]) == "@(s/a|t/b)"
     assert plan.expand(["s/*"], ["s::a", "s::b", "t::a"]) == ["s::a", "s::b"]
     with pytest.raises(LookupError):
         plan.expand(["s/zzz"], ["s::a"])
@@ -275,19 +275,19 @@ def test_quiz_judge(tmp_path):
     key_file = tmp_path / "key.toml"
     key_file.write_text('[q1]\nchoices = ["yes", "no"]\nanswer = "yes"\n[q2]\nchoices = ["yes", "no"]\nanswer = "no"\n')
     key = quiz.load(key_file)
-    assert quiz.judge(["q1", "q2"], key, key) is None
+    assert quiz.score(["q1", "q2"], key, key) is None
     blank = {"q1": {"answer": ""}, "q2": {"answer": ""}}
-    assert quiz.judge(["q1", "q2"], blank, key)[0] == "blank"
+    assert quiz.score(["q1", "q2"], blank, key)[0] == "blank"
     wrong = {"q1": {"answer": "no"}, "q2": {"answer": "no"}}
-    kind, text = quiz.judge(["q1", "q2"], wrong, key)
+    kind, text = quiz.score(["q1", "q2"], wrong, key)
     # how many, never which, and never the key
     assert kind == "wrong" and text.startswith("1 of the 2 answers") and "q1" not in text and "yes" not in text
     half = {"q1": {"answer": "no"}, "q2": {"answer": ""}}
-    assert quiz.judge(["q1", "q2"], half, key)[0] == "blank"   # no count of a group answered in part
+    assert quiz.score(["q1", "q2"], half, key)[0] == "blank"   # no count of a group answered in part
     invalid = {"q1": {"answer": "maybe"}, "q2": {"answer": "no"}}
-    assert "not among the choices" in quiz.judge(["q1", "q2"], invalid, key)[1]
+    assert "not among the choices" in quiz.score(["q1", "q2"], invalid, key)[1]
     with pytest.raises(quiz.QuizError):
-        quiz.judge(["q9"], key, key)
+        quiz.score(["q9"], key, key)
 
 
 # ---- quotes.py: docs quote code by named regions ------------------------------------------
@@ -355,13 +355,13 @@ def test_cpus_counts_quota_and_affinity(tmp_path, monkeypatch):
 def test_a_symlinked_quiz_is_refused(tmp_path):
     """quiz.toml is read outside the jail: a link (to /etc/shadow, say) is
     refused, never read or quoted."""
-    from lab_grader import rubric as rb, verdict
+    from lab_grader import rubric as rb, scoring
     key = tmp_path / "key.toml"
     key.write_text('[claim-1]\nclaim = "x"\nchoices = ["a", "b"]\nanswer = "a"\n')
     link = tmp_path / "quiz.toml"
     link.symlink_to("/etc/shadow")
     item = rb.Item(stage="04-deadline-signal", id="q", points=1, lane="quiz", tests=["claim-1"], clause="c", section="#s")
-    r = verdict.from_quiz(item, key, link)
+    r = scoring.from_quiz(item, key, link)
     assert r.status == "failed" and "not a regular file" in r.summary and "root" not in r.summary
 
 
@@ -371,7 +371,7 @@ def test_the_hashed_quiz_key_counts_wrong_answers_without_naming_them(tmp_path):
     wrong, never which, as feedback that scores nothing; the stage 04 key
     itself is checked against it, answer by answer."""
     import itertools
-    from lab_grader import quiz, verdict
+    from lab_grader import quiz, scoring
     from conftest import ROOT, stages
     stage = next(s for s in stages() if s.lane_items("quiz"))
     key = quiz.load(ROOT / "solutions" / stage.name / quiz.FILE)
@@ -382,25 +382,25 @@ def test_the_hashed_quiz_key_counts_wrong_answers_without_naming_them(tmp_path):
         g = quiz.load_hashed(hashed)[i.id]
         assert set(g) == {"questions", "choices", "salt", "sha256"}, g
         right = {q: {"answer": key[q]["answer"]} for q in i.tests}
-        assert quiz.judge_hashed(i.tests, right, g) is None
+        assert quiz.score_hashed(i.tests, right, g) is None
         # one, then two, answers changed: the count follows, no claim is named
         for n in (1, 2):
             mine = {q: dict(a) for q, a in right.items()}
             for q in i.tests[:n]:
                 mine[q]["answer"] = next(c for c in key[q]["choices"] if c != key[q]["answer"])
-            kind, message = quiz.judge_hashed(i.tests, mine, g)
+            kind, message = quiz.score_hashed(i.tests, mine, g)
             assert kind == "wrong" and message.startswith(f"{n} of the {len(i.tests)} answers"), message
             assert not any(q in message for q in i.tests) and not any(key[q]["answer"] in message for q in i.tests)
-            assert (kind, message) == quiz.judge(i.tests, mine, key)   # the same words as with the key in clear
+            assert (kind, message) == quiz.score(i.tests, mine, key)   # the same words as with the key in clear
         # every answer set: the hashed count is the key's count
         for values in itertools.islice(itertools.product(*g["choices"]), 0, None, 7):
             mine = {q: {"answer": v} for q, v in zip(i.tests, values)}
-            assert quiz.judge_hashed(i.tests, mine, g) == quiz.judge(i.tests, mine, key)
+            assert quiz.score_hashed(i.tests, mine, g) == quiz.score(i.tests, mine, key)
         # through the grader: not judged (the instructor's points), the count in the summary
         answers = tmp_path / quiz.FILE
         answers.write_text("".join(f'[{q}]\nanswer = "{a["answer"]}"\n' for q, a in mine.items()))
-        r = verdict.from_quiz(i, tmp_path / "no-key-here.toml", answers, hashed)
-        want = quiz.judge(i.tests, quiz.load(answers), key)
+        r = scoring.from_quiz(i, tmp_path / "no-key-here.toml", answers, hashed)
+        want = quiz.score(i.tests, quiz.load(answers), key)
         assert r.status == "not-judged" and r.points == 0 and "your instructor marks" in r.summary, r.summary
         assert (want is None and r.summary.startswith(f"all {len(i.tests)} answers")) or want[1] in r.summary
     # a salt is random per handout: two hashes of one key differ
@@ -409,9 +409,9 @@ def test_the_hashed_quiz_key_counts_wrong_answers_without_naming_them(tmp_path):
     # a hashed key from another quiz is no feedback, and says so
     other = dict(groups[i.id], sha256="0" * 64)
     with pytest.raises(quiz.QuizError):
-        quiz.judge_hashed(i.tests, {q: {"answer": key[q]["answer"]} for q in i.tests}, other)
+        quiz.score_hashed(i.tests, {q: {"answer": key[q]["answer"]} for q in i.tests}, other)
     # no hashed key (an older handout): graded by the instructor, as before
-    r = verdict.from_quiz(i, tmp_path / "no-key-here.toml", answers, tmp_path / "none.toml")
+    r = scoring.from_quiz(i, tmp_path / "no-key-here.toml", answers, tmp_path / "none.toml")
     assert r.status == "not-judged" and "graded by your instructor" in r.summary
 
 
@@ -492,14 +492,14 @@ def test_a_test_starved_beside_its_own_grading_is_run_again_alone(tmp_path, monk
 
     def execute(inv, exclusive=False):
         calls.append((tuple(inv.tests), exclusive))
-        return invoke.RunResult({}, {}, "", 0, starved="busy" if alone_starves or not exclusive else "")
+        return binary_run.RunResult({}, {}, "", 0, starved="busy" if alone_starves or not exclusive else "")
 
-    def judge_run(tests, result, binary, nonce, hints):
+    def one_run(tests, result, binary, nonce, hints):
         v = Verdict.STARVED if result.starved else Verdict.TIMEOUT
         return {t: Outcome(t, v if t != "s::ok" else Verdict.PASS) for t in tests}
     monkeypatch.setattr(runner, "execute", execute)
-    monkeypatch.setattr(judge, "judge_run", judge_run)
-    inv = invoke.Invocation(tmp_path / "bin", ["s::a", "s::b", "s::ok"], tmp_path / "run" / "plain")
+    monkeypatch.setattr(judge, "one_run", one_run)
+    inv = binary_run.BinaryRun(tmp_path / "bin", ["s::a", "s::b", "s::ok"], tmp_path / "run" / "plain")
     for alone_starves, expected in ((False, Verdict.TIMEOUT), (True, Verdict.STARVED)):
         calls.clear()
         outs, _ = runner.run(inv, {})
@@ -577,3 +577,17 @@ def test_a_student_object_is_compiled_again_exactly_when_what_it_read_changes(tm
     other = tmp_path / "other" / "stage"
     shutil.copytree(one, other)
     assert objs(other) == fourth, "a copy of the same files elsewhere compiled again"
+
+
+def test_the_environment_is_read_in_one_place():
+    """Every environment variable the grader heeds is read once, by
+    arguments.read_environment, and passed down: no other module of the
+    engine looks at os.environ (issue 29)."""
+    readers = sorted(p.name for p in (GRADER / "lab_grader").glob("*.py")
+                     if p.name != "arguments.py" and ("os.environ" in p.read_text() or "getenv" in p.read_text()))
+    assert not readers, f"modules that read the environment themselves: {readers}"
+    env = arguments.read_environment(None, {"CC": "clang", "NO_COLOR": "1", "LAB_RACE_RUNS": "3", "LANG": "C"})
+    assert env.cc == "clang" and not env.color and env.progress and env.race_runs == 0   # no solutions/ at None
+    assert env.passed_on == (("LANG", "C"),)
+    with pytest.raises(arguments.UsageError, match="LAB_RACE_RUNS=x"):
+        arguments.read_environment(None, {"LAB_RACE_RUNS": "x"})

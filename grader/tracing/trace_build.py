@@ -35,10 +35,10 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
 
-from lab_grader import rubric  # noqa: E402
+from lab_grader import arguments, rubric  # noqa: E402
 
 COMMON = ["waker.c", "wake_obj.c", "driver.c", "coop.c", "lab_todo.c", "tracing/trace.c"]
-CC = os.environ.get("CC", "gcc")
+CC = arguments.read_environment(ROOT).cc
 
 
 def find_stage(spec):

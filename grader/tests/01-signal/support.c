@@ -2,27 +2,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "signal_test.h"
-
-/* relaxed: read by the test thread only after the producer thread has been
- * joined (or on the same thread), which orders the accesses. */
-static atomic_uint drop_calls;
-static _Atomic(void *) drop_last;
-
-void record_drop(void *value)
-{
-    atomic_fetch_add_explicit(&drop_calls, 1, memory_order_relaxed);
-    atomic_store_explicit(&drop_last, value, memory_order_relaxed);
-}
-
-void record_drop_and_free(void *value)
-{
-    record_drop(value);
-    free(value);
-}
-
-unsigned dropped_calls(void) { return atomic_load_explicit(&drop_calls, memory_order_relaxed); }
-void *dropped_last(void) { return atomic_load_explicit(&drop_last, memory_order_relaxed); }
+#include "stage01.h"
 
 enum poll poll_with(struct signal_future *fut, struct counting_waker *cw, struct signal_output *out)
 {
@@ -30,17 +10,6 @@ enum poll poll_with(struct signal_future *fut, struct counting_waker *cw, struct
     struct context cx = context_from_waker(&w);
     *out = (struct signal_output){ .outcome = (enum signal_outcome)-1, .value = (void *)out };
     return signal_future_poll(fut, &cx, out);
-}
-
-void expect_books_balanced(struct counting_waker *cw)
-{
-    struct waker_counts c = counting_waker_counts(cw);
-    cr_assert_eq(c.live, 1,
-                 "waker \"%s\" does not balance: %ld reference(s) still held besides the "
-                 "test's own (clones %u, wakes %u, drops %u). Every waker the signal stores "
-                 "must be given back, by a wake or a drop, by the time both handles are gone.",
-                 counting_waker_label(cw), c.live - 1, c.clones, c.wakes, c.drops);
-    counting_waker_free(cw);
 }
 
 void new_signal(void (*drop_value)(void *), struct signal **p, struct signal_future **f)

@@ -356,7 +356,7 @@ struct racer {
     enum signal_status status;
     struct signal_output out;
     unsigned long polls;
-    struct done_flag done;
+    struct gate done;
 };
 
 static void spin_for(unsigned n)
@@ -413,7 +413,7 @@ static void *race_consumer(void *arg)
     spin_for(r->spin % 1000);
     struct slow_pending f = { .inner = r->future, .pause = r->spin / 1000 };
     r->polls = block_on(future_of(&slow_pending_vt, &f), &r->out);
-    done_set(&r->done);
+    gate_open(&r->done);
     return NULL;
 }
 
@@ -436,21 +436,21 @@ LAB_TEST(block_on_race, signal_at_random_moment, 30)
         new_signal_pair(&prod.signal, &cons.future);
         prod.value = &values[i % 2];
         cons.out = (struct signal_output){ .outcome = SIGNAL_CONSUMED, .value = NULL };
-        done_init(&cons.done);
+        gate_init(&cons.done);
 
         pthread_t tp, tc;
         cr_assert_eq(pthread_create(&tp, NULL, race_producer, &prod), 0, "could not start a thread");
         cr_assert_eq(pthread_create(&tc, NULL, race_consumer, &cons), 0, "could not start a thread");
 
         pthread_join(tp, NULL); /* the producer always finishes */
-        if (!done_wait(&cons.done, STAGE02_RESCUE_MS))
+        if (!gate_wait(&cons.done, STAGE02_RESCUE_MS))
             cr_assert_fail("lost wakeup at iteration %u, seed %llu: the Signal was completed "
                       "(status %d) but block_on stayed parked for %u ms: the completion's wake (an unpark) "
                       "was lost (parker.h contract 1). Replay with SEED=%llu",
                       i, (unsigned long long)seed, (int)prod.status, STAGE02_RESCUE_MS,
                       (unsigned long long)seed);
         pthread_join(tc, NULL);
-        done_destroy(&cons.done);
+        gate_destroy(&cons.done);
         cr_assert(cons.out.outcome == SIGNAL_VALUE && cons.out.value == &values[i % 2],
                   "iteration %u, seed %llu: block_on returned without the Signal's value", i,
                   (unsigned long long)seed);

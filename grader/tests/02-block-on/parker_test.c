@@ -66,7 +66,7 @@ static bool park_finds_a_token(struct parker *p)
 {
     struct bg_park b;
     bg_park_start(&b, p, -1);
-    bool returned_alone = done_wait(&b.done, 50);
+    bool returned_alone = gate_wait(&b.done, 50);
     if (!returned_alone)
         parker_unpark(p); /* now let it go */
     cr_assert(bg_park_finish(&b, STAGE02_RESCUE_MS),
@@ -221,7 +221,7 @@ LAB_TEST(parker, parked_without_unpark_stays_parked, 10)
     struct parker *p = new_parker();
     struct bg_park b;
     bg_park_start(&b, p, -1);
-    bool returned_alone = done_wait(&b.done, 100);
+    bool returned_alone = gate_wait(&b.done, 100);
     parker_unpark(p); /* now let it go */
     bool returned = bg_park_finish(&b, STAGE02_RESCUE_MS);
     cr_assert_not(returned_alone,
@@ -364,14 +364,14 @@ LAB_TEST(parker_driver, park_unpark_now, 10)
 struct driver_park_arg {
     struct driver d;
     bool result;
-    struct done_flag done;
+    struct gate done;
 };
 
 static void *driver_park_main(void *arg)
 {
     struct driver_park_arg *a = arg;
     a->result = driver_park(a->d, DRIVER_PARK_FOREVER);
-    done_set(&a->done);
+    gate_open(&a->done);
     return NULL;
 }
 
@@ -379,16 +379,16 @@ LAB_TEST(parker_driver, unpark_from_other_thread, 10)
 {
     struct parker *p = new_parker();
     struct driver_park_arg a = { .d = parker_driver(p), .result = false };
-    done_init(&a.done);
+    gate_init(&a.done);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, driver_park_main, &a), 0, "could not start a thread");
     lab_sleep_ms(20);
     driver_unpark(a.d);
-    bool in_time = done_wait(&a.done, STAGE02_RESCUE_MS);
+    bool in_time = gate_wait(&a.done, STAGE02_RESCUE_MS);
     cr_assert(in_time, "a thread in driver_park(d, forever) was not woken by driver_unpark() "
               "from another thread (still asleep after %u ms)", STAGE02_RESCUE_MS);
     pthread_join(t, NULL);
-    done_destroy(&a.done);
+    gate_destroy(&a.done);
     parker_release(p);
     cr_assert(a.result, "driver_park(d, forever) woken by an unpark returned false: true means "
               "the token was taken (parker.h contract 8: the same token)");
@@ -400,12 +400,12 @@ LAB_TEST(parker_driver_forever, sleeps_until_unparked, 10)
 {
     struct parker *p = new_parker();
     struct driver_park_arg a = { .d = parker_driver(p), .result = false };
-    done_init(&a.done);
+    gate_init(&a.done);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, driver_park_main, &a), 0, "could not start a thread");
-    bool alone = done_wait(&a.done, 100);
+    bool alone = gate_wait(&a.done, 100);
     driver_unpark(a.d);
-    bool in_time = done_wait(&a.done, STAGE02_RESCUE_MS);
+    bool in_time = gate_wait(&a.done, STAGE02_RESCUE_MS);
     if (in_time)
         pthread_join(t, NULL);
     cr_assert_not(alone, "driver_park(d, DRIVER_PARK_FOREVER) returned (%s) within 100 ms although nobody "
@@ -413,7 +413,7 @@ LAB_TEST(parker_driver_forever, sleeps_until_unparked, 10)
                   a.result ? "true" : "false");
     cr_assert(in_time, "a thread in driver_park(d, forever) was not woken by driver_unpark() from another thread "
               "(still asleep after %u ms; parker.h contract 8)", STAGE02_RESCUE_MS);
-    done_destroy(&a.done);
+    gate_destroy(&a.done);
     parker_release(p);
     cr_assert(a.result, "driver_park(d, forever) woken by an unpark returned false (parker.h contract 8: the same "
               "token)");

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "lab_test.h"
+#include "gate.h"      /* a flag one thread sets (gate_open) and another waits for */
 #include "measure.h"
 #include "parker.h"
 #include "block_on.h"
@@ -33,59 +34,6 @@
  * Valgrind lane stretches it: there, starting a thread alone costs ~20 ms. */
 #define STAGE02_WAIT_CPU_NS (20 * MS_NS * (uint64_t)LAB_TIMEOUT_SCALE)
 
-/* ---- a flag one thread sets and another waits for ------------------------ */
-
-struct done_flag {
-    pthread_mutex_t lock; /* protects done */
-    pthread_cond_t cond;  /* signalled when done becomes true (CLOCK_MONOTONIC) */
-    bool done;
-};
-
-static inline void done_init(struct done_flag *d)
-{
-    pthread_mutex_init(&d->lock, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&d->cond, &a);
-    pthread_condattr_destroy(&a);
-    d->done = false;
-}
-
-static inline void done_set(struct done_flag *d)
-{
-    pthread_mutex_lock(&d->lock);
-    d->done = true;
-    pthread_cond_broadcast(&d->cond);
-    pthread_mutex_unlock(&d->lock);
-}
-
-/* True when the flag is (or becomes) set within `ms`; ms == 0 only looks. */
-static inline bool done_wait(struct done_flag *d, unsigned ms)
-{
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += ms / 1000;
-    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&d->lock);
-    int rc = 0;
-    while (!d->done && rc == 0)
-        rc = pthread_cond_timedwait(&d->cond, &d->lock, &deadline);
-    bool done = d->done;
-    pthread_mutex_unlock(&d->lock);
-    return done;
-}
-
-static inline void done_destroy(struct done_flag *d)
-{
-    pthread_cond_destroy(&d->cond);
-    pthread_mutex_destroy(&d->lock);
-}
-
 /* ---- park on a watched thread -------------------------------------------- */
 
 struct bg_park {
@@ -93,7 +41,7 @@ struct bg_park {
     int64_t timeout_ns;    /* < 0: parker_park; else parker_park_timeout */
     bool result;           /* park_timeout's answer (true for parker_park) */
     uint64_t elapsed_ns;   /* wall time inside the call */
-    struct done_flag done; /* set when the call returned */
+    struct gate done; /* set when the call returned */
     pthread_t thread;
 };
 
@@ -108,7 +56,7 @@ static inline void *bg_park_main(void *arg)
         b->result = parker_park_timeout(b->p, (uint64_t)b->timeout_ns);
     }
     b->elapsed_ns = monotonic_ns() - t0;
-    done_set(&b->done);
+    gate_open(&b->done);
     return NULL;
 }
 
@@ -120,7 +68,7 @@ static inline void bg_park_start(struct bg_park *b, struct parker *p, int64_t ti
     b->timeout_ns = timeout_ns;
     b->result = false;
     b->elapsed_ns = 0;
-    done_init(&b->done);
+    gate_init(&b->done);
     if (pthread_create(&b->thread, NULL, bg_park_main, b) != 0)
         cr_assert_fail("could not start a thread (test machine out of resources)");
 }
@@ -132,16 +80,16 @@ static inline void bg_park_start(struct bg_park *b, struct parker *p, int64_t ti
  * fails anyway, ends with it). */
 static inline bool bg_park_finish(struct bg_park *b, unsigned ms)
 {
-    if (done_wait(&b->done, ms)) {
+    if (gate_wait(&b->done, ms)) {
         pthread_join(b->thread, NULL);
-        done_destroy(&b->done);
+        gate_destroy(&b->done);
         return true;
     }
     for (unsigned waited = 0; waited < STAGE02_RESCUE_MS; waited += 10) {
         parker_unpark(b->p); /* the rescue: whatever was lost, give a token now */
-        if (done_wait(&b->done, 10)) {
+        if (gate_wait(&b->done, 10)) {
             pthread_join(b->thread, NULL);
-            done_destroy(&b->done);
+            gate_destroy(&b->done);
             break;
         }
     }
@@ -166,7 +114,7 @@ struct bg_block_on {
     unsigned long polls;   /* block_on's answer */
     uint64_t cpu_ns;       /* CPU time of the blocking thread inside block_on */
     uint64_t elapsed_ns;   /* wall time inside block_on */
-    struct done_flag done; /* set when block_on returned */
+    struct gate done; /* set when block_on returned */
     pthread_t thread;
 };
 
@@ -177,7 +125,7 @@ static inline void *bg_block_on_main(void *arg)
     b->polls = block_on(b->fut, b->out);
     b->cpu_ns = thread_cpu_ns() - c0;
     b->elapsed_ns = monotonic_ns() - t0;
-    done_set(&b->done);
+    gate_open(&b->done);
     return NULL;
 }
 
@@ -187,7 +135,7 @@ static inline void bg_block_on_start(struct bg_block_on *b, struct future fut, v
     b->out = out;
     b->polls = 0;
     b->cpu_ns = b->elapsed_ns = 0;
-    done_init(&b->done);
+    gate_init(&b->done);
     if (pthread_create(&b->thread, NULL, bg_block_on_main, b) != 0)
         cr_assert_fail("could not start a thread (test machine out of resources)");
 }
@@ -197,10 +145,10 @@ static inline void bg_block_on_start(struct bg_block_on *b, struct future fut, v
  * block_on cannot be rescued from outside) and the caller fails the test. */
 static inline bool bg_block_on_finish(struct bg_block_on *b, unsigned ms)
 {
-    if (!done_wait(&b->done, ms))
+    if (!gate_wait(&b->done, ms))
         return false;
     pthread_join(b->thread, NULL);
-    done_destroy(&b->done);
+    gate_destroy(&b->done);
     return true;
 }
 

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "lab_test.h"
+#include "gate.h"      /* a one-shot gate between two threads */
 #include "measure.h"
 #include "wakers.h"
 #include "executor.h"
@@ -128,17 +129,5 @@ struct executor *new_executor(void);
 uint64_t state_of(struct join_handle *jh);
 /* "RUNNING|NOTIFIED|... refs=3 joining=0", for messages (a static buffer). */
 const char *state_str(uint64_t s);
-
-/* ---- a one-shot gate between two threads -------------------------------------------- */
-struct gate {
-    pthread_mutex_t lock; /* protects open */
-    pthread_cond_t cond;  /* signalled when open becomes true (CLOCK_MONOTONIC) */
-    bool open;
-};
-void gate_init(struct gate *g);
-void gate_open(struct gate *g);
-/* True when the gate is (or becomes) open within ms. */
-bool gate_wait(struct gate *g, unsigned ms);
-void gate_destroy(struct gate *g);
 
 #endif

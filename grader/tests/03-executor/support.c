@@ -186,11 +186,7 @@ static void bg_start(struct bg_run *b)
 {
     atomic_init(&b->done, false);
     pthread_mutex_init(&b->lock, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->cond, &a);
-    pthread_condattr_destroy(&a);
+    lab_monotonic_cond_init(&b->cond);
     b->st = -1;
     if (pthread_create(&b->thread, NULL, bg_run_main, b) != 0)
         cr_assert_fail("could not start a thread (test machine out of resources)");
@@ -220,21 +216,10 @@ void bg_block_on_start(struct bg_run *b, struct executor *ex, struct future root
     bg_start(b);
 }
 
-static void deadline_in(struct timespec *ts, unsigned ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 bool bg_run_finish(struct bg_run *b, unsigned ms)
 {
     struct timespec deadline;
-    deadline_in(&deadline, ms);
+    lab_deadline_after_ms(&deadline, ms);
     pthread_mutex_lock(&b->lock);
     int rc = 0;
     while (!atomic_load_explicit(&b->done, memory_order_relaxed) && rc == 0)
@@ -290,44 +275,4 @@ const char *state_str(uint64_t s)
              (s & TASK_JOIN_INTEREST) ? "JOIN_INTEREST " : "", (s & TASK_JOIN_WAKER) ? "JOIN_WAKER " : "",
              (unsigned long long)task_state_refs(s), (unsigned long long)task_state_joining(s));
     return buf;
-}
-
-/* ---- gates ------------------------------------------------------------------------------ */
-
-void gate_init(struct gate *g)
-{
-    pthread_mutex_init(&g->lock, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cond, &a);
-    pthread_condattr_destroy(&a);
-    g->open = false;
-}
-
-void gate_open(struct gate *g)
-{
-    pthread_mutex_lock(&g->lock);
-    g->open = true;
-    pthread_cond_broadcast(&g->cond);
-    pthread_mutex_unlock(&g->lock);
-}
-
-bool gate_wait(struct gate *g, unsigned ms)
-{
-    struct timespec deadline;
-    deadline_in(&deadline, ms);
-    pthread_mutex_lock(&g->lock);
-    int rc = 0;
-    while (!g->open && rc == 0)
-        rc = pthread_cond_timedwait(&g->cond, &g->lock, &deadline);
-    bool open = g->open;
-    pthread_mutex_unlock(&g->lock);
-    return open;
-}
-
-void gate_destroy(struct gate *g)
-{
-    pthread_cond_destroy(&g->cond);
-    pthread_mutex_destroy(&g->lock);
 }

@@ -2,7 +2,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "deadline_test.h"
+#include "stage04.h"
 
 struct ds new_ds(void (*drop_value)(void *))
 {
@@ -15,26 +15,6 @@ struct ds new_ds(void (*drop_value)(void *))
     return d;
 }
 
-/* relaxed: read by the test thread only after the threads that drop values
- * have been joined or have signalled through an acquire/release pair. */
-static atomic_uint drop_calls;
-static _Atomic(void *) drop_last;
-
-void record_drop(void *value)
-{
-    atomic_fetch_add_explicit(&drop_calls, 1, memory_order_relaxed);
-    atomic_store_explicit(&drop_last, value, memory_order_relaxed);
-}
-
-void record_drop_and_free(void *value)
-{
-    record_drop(value);
-    free(value);
-}
-
-unsigned dropped_calls(void) { return atomic_load_explicit(&drop_calls, memory_order_relaxed); }
-void *dropped_last(void) { return atomic_load_explicit(&drop_last, memory_order_relaxed); }
-
 enum poll poll_with(struct deadline_signal_future *f, struct counting_waker *cw,
                     struct deadline_signal_output *out)
 {
@@ -42,17 +22,6 @@ enum poll poll_with(struct deadline_signal_future *f, struct counting_waker *cw,
     struct context cx = context_from_waker(&w);
     *out = (struct deadline_signal_output){ .outcome = (enum deadline_signal_outcome)-1, .value = (void *)out };
     return deadline_signal_future_poll(f, &cx, out);
-}
-
-void expect_books_balanced(struct counting_waker *cw)
-{
-    struct waker_counts c = counting_waker_counts(cw);
-    cr_assert_eq(c.live, 1,
-                 "waker \"%s\" does not balance: %ld reference(s) still held besides the test's own "
-                 "(clones %u, wakes %u, drops %u). Every waker the signal stores must be given back, "
-                 "by a wake or a drop, by the time the handles are gone.",
-                 counting_waker_label(cw), c.live - 1, c.clones, c.wakes, c.drops);
-    counting_waker_free(cw);
 }
 
 const char *outcome_name(enum deadline_signal_outcome o)

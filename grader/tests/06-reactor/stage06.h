@@ -13,6 +13,7 @@
 
 #include "lab_test.h"
 #include "measure.h"
+#include "raw_sockets.h"
 #include "wakers.h"
 #include "reactor.h"
 #include "io_driver.h"
@@ -64,16 +65,7 @@ struct delayed {
 void *delayed_peer(void *arg);  /* returns non-NULL when the send failed */
 
 /* ---- raw sockets (blocking, the test's side of a connection) --------------- */
-/* A non-blocking AF_UNIX stream socketpair. */
-void nb_socketpair(int sv[2]);
-/* A blocking client connected to 127.0.0.1:port. */
-int raw_connect(uint16_t port);
-/* A port on 127.0.0.1 where nothing listens (bound, then closed). */
-uint16_t free_port(void);
-/* Sends everything (blocking); false on error. */
-bool raw_send_all(int fd, const void *buf, size_t len);
-/* Closes with a reset (SO_LINGER 0). */
-void raw_close_reset(int fd);
+/* nb_socketpair, raw_connect, free_port, raw_send_all, raw_close_reset: raw_sockets.h */
 /* Raises the soft open-files limit to the hard limit; returns the new soft limit. */
 unsigned long raise_nofile(void);
 

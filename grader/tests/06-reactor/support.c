@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "executor_checks.h"
 #include "stage06.h"
 
 void iostack_new(struct iostack *s)
@@ -37,15 +38,12 @@ void iostack_free(struct iostack *s)
 
 void iostack_run(struct iostack *s)
 {
-    enum executor_status st = executor_run(s->ex);
-    cr_assert_eq(st, EXECUTOR_OK, "the executor's run ended with %s", executor_status_str(st));
+    expect_executor_run_ok(s->ex);
 }
 
 void iostack_spawn(struct iostack *s, struct future f)
 {
-    struct join_handle *h = executor_spawn(s->ex, f, NULL);
-    cr_assert_not_null(h, "executor_spawn failed");
-    join_handle_drop(h);
+    spawn_detached(s->ex, f);
 }
 
 struct tcp_listener *iostack_listen(struct iostack *s)
@@ -91,57 +89,6 @@ void *delayed_peer(void *arg)
     else if (d->end == PEER_RESET)
         raw_close_reset(d->fd);
     return NULL;
-}
-
-void nb_socketpair(int sv[2])
-{
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0,
-                 "socketpair failed in the test itself: %s", strerror(errno));
-}
-
-int raw_connect(uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0, "socket failed in the test itself: %s", strerror(errno));
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "the test's client could not connect to "
-                 "127.0.0.1:%u: %s", (unsigned)port, strerror(errno));
-    return fd;
-}
-
-uint16_t free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &len) == 0, "could not find a free port: %s", strerror(errno));
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-bool raw_send_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
-void raw_close_reset(int fd)
-{
-    struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    close(fd);
 }
 
 unsigned long raise_nofile(void)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "lab_test.h"
+#include "gate.h"      /* a one-shot gate between two threads */
 #include "measure.h"
 #include "wakers.h"
 #include "deque.h"
@@ -68,16 +69,5 @@ void slot_init(struct slot *s);
 void slot_store(struct slot *s, struct context *cx); /* clone_from */
 bool slot_wake(struct slot *s);                      /* wake by ref; false when empty */
 void slot_destroy(struct slot *s);                   /* drops what it holds */
-
-/* A one-shot gate between two threads. */
-struct gate {
-    pthread_mutex_t lock; /* protects open */
-    pthread_cond_t cond;
-    bool open;
-};
-void gate_init(struct gate *g);
-void gate_open(struct gate *g);
-bool gate_wait(struct gate *g, unsigned ms);
-void gate_destroy(struct gate *g);
 
 #endif

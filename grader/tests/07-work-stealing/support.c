@@ -162,37 +162,3 @@ void slot_destroy(struct slot *s)
     waker_drop(&s->w);
     pthread_mutex_destroy(&s->lock);
 }
-
-void gate_init(struct gate *g)
-{
-    pthread_mutex_init(&g->lock, NULL);
-    lab_monotonic_cond_init(&g->cond);
-    g->open = false;
-}
-
-void gate_open(struct gate *g)
-{
-    pthread_mutex_lock(&g->lock);
-    g->open = true;
-    pthread_cond_broadcast(&g->cond);
-    pthread_mutex_unlock(&g->lock);
-}
-
-bool gate_wait(struct gate *g, unsigned ms)
-{
-    struct timespec deadline;
-    lab_deadline_after_ms(&deadline, ms);
-    pthread_mutex_lock(&g->lock);
-    int rc = 0;
-    while (!g->open && rc == 0)
-        rc = pthread_cond_timedwait(&g->cond, &g->lock, &deadline);
-    bool open = g->open;
-    pthread_mutex_unlock(&g->lock);
-    return open;
-}
-
-void gate_destroy(struct gate *g)
-{
-    pthread_mutex_destroy(&g->lock);
-    pthread_cond_destroy(&g->cond);
-}

@@ -21,6 +21,7 @@
 
 #include "lab_test.h"
 #include "measure.h"
+#include "raw_sockets.h"
 #include "wakers.h"
 #include "ring.h"
 #include "uring_tcp.h"
@@ -89,13 +90,7 @@ void iostack_run(struct iostack *s);
 void iostack_spawn(struct iostack *s, struct future f);
 
 /* ---- raw sockets (the test's side) ------------------------------------------ */
-/* A non-blocking AF_UNIX stream socketpair. */
-void nb_socketpair(int sv[2]);
-/* A blocking client connected to 127.0.0.1:port. */
-int raw_connect(uint16_t port);
-bool raw_send_all(int fd, const void *buf, size_t len);
-/* Reads until len bytes or end of stream or timeout_ms without a byte; the bytes read. */
-size_t raw_recv_all(int fd, void *buf, size_t len, unsigned timeout_ms);
+/* nb_socketpair, raw_connect, raw_send_all, raw_recv_all: raw_sockets.h */
 /* Sockets open in the process now (/proc/self/fd). Sockets only: the
  * harness's watchdog thread opens descriptors of its own while the test
  * runs (its opendir("/proc/self/task"), every 0.1 s), and one caught open

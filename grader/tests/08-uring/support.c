@@ -16,6 +16,7 @@
 
 #include <liburing.h>
 
+#include "executor_checks.h"
 #include "stage08.h"
 
 /* The kernel this stage needs: multishot accept (IORING_ACCEPT_MULTISHOT)
@@ -186,69 +187,12 @@ void iostack_free(struct iostack *s)
 
 void iostack_run(struct iostack *s)
 {
-    enum executor_status st = executor_run(s->ex);
-    cr_assert_eq(st, EXECUTOR_OK, "the executor's run ended with %s", executor_status_str(st));
+    expect_executor_run_ok(s->ex);
 }
 
 void iostack_spawn(struct iostack *s, struct future f)
 {
-    struct join_handle *h = executor_spawn(s->ex, f, NULL);
-    cr_assert_not_null(h, "executor_spawn failed");
-    join_handle_drop(h);
-}
-
-void nb_socketpair(int sv[2])
-{
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0,
-                 "socketpair failed in the test itself: %s", strerror(errno));
-}
-
-int raw_connect(uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0, "socket failed in the test itself: %s", strerror(errno));
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "the test's client could not connect to "
-                 "127.0.0.1:%u: %s", (unsigned)port, strerror(errno));
-    return fd;
-}
-
-bool raw_send_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            struct pollfd pf = { .fd = fd, .events = POLLOUT };
-            poll(&pf, 1, 100);
-            continue;
-        }
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
-size_t raw_recv_all(int fd, void *buf, size_t len, unsigned timeout_ms)
-{
-    size_t got = 0;
-    while (got < len) {
-        struct pollfd pf = { .fd = fd, .events = POLLIN };
-        if (poll(&pf, 1, (int)timeout_ms) <= 0)
-            break;
-        ssize_t n = recv(fd, (char *)buf + got, len - got, MSG_DONTWAIT);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    return got;
+    spawn_detached(s->ex, f);
 }
 
 unsigned open_sockets(void)

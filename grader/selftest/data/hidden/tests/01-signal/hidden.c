@@ -1,4 +1,4 @@
-#include "signal_test.h"
+#include "stage01.h"
 
 LAB_SUITE(signal_hidden, 5);
 

@@ -1,4 +1,4 @@
-/* ownership.c - contract clause 10: each handle is released only by its own
+/* ownership_test.c - contract clause 10: each handle is released only by its own
  * drop function, the shared state lives until all three are gone, and a
  * value nobody took goes to drop_value exactly once. Also the type-erased
  * view and running out of memory.
@@ -8,7 +8,7 @@
  * access or leak on the way. */
 #include <stdlib.h>
 
-#include "deadline_test.h"
+#include "stage04.h"
 
 LAB_SUITE(deadline_ownership, 5);
 

@@ -114,7 +114,7 @@ def _tail(path):
 class RunResult:
     """What one run left behind."""
     report: dict      # judge.parse_xml of the runner's report: {test: (status, kind, message, seconds)}
-    records: dict     # records.read_dir of the run's records: {test: [records.Run]}
+    records: dict     # records.read_dir of the run's records: {test: [records.ProcessRecord]}
     output: str       # the tail of what the run printed
     refused: int      # forks the process limit refused (-1: met, not counted)
     oom_kills: int = 0  # processes the kernel killed for going over the run's memory limit
@@ -124,26 +124,26 @@ class RunResult:
 
 
 @dataclasses.dataclass
-class Invocation:
+class BinaryRun:
     """One run of a test binary over some tests."""
     binary: pathlib.Path
     tests: list
     run_dir: pathlib.Path
     jobs: int = 2
-    env: dict = dataclasses.field(default_factory=dict)
+    env: dict = dataclasses.field(default_factory=dict)   # all the run's environment has, besides PATH
     wrapper: list = dataclasses.field(default_factory=list)   # e.g. valgrind ...
     timeout: float = 300  # the whole run: a backstop behind each test's own timeout
     make_dirs: list = dataclasses.field(default_factory=list)  # created empty before the run
     data_limit: int = DATA_LIMIT  # 0: none (sanitizer and Valgrind lanes)
     memory: int = MEMORY_LIMIT    # bytes the whole run may hold (a memory cgroup, where there is one)
     strip_symbols: bool = False   # the jail's copy without .symtab and DWARF (the grader reads its own copy's)
+    cpu_quota: float = None       # CPUs the run may use (LAB_RUN_CPU_QUOTA: the self-tests of the starvation check)
 
     def execute(self):
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True)
-        quota = os.environ.get("LAB_RUN_CPU_QUOTA")   # the grader's own tests of the starvation check
-        jail = sandbox.shared().jail(memory=self.memory, quota=float(quota) if quota else None, binds=[])
+        jail = sandbox.shared().jail(memory=self.memory, quota=self.cpu_quota, binds=[])
         try:
             return self._execute(jail)
         finally:
@@ -172,7 +172,7 @@ class Invocation:
             os.chmod(work, 0o700)
         xml = work / "report.xml"
         jail.cwd = str(work) if jail.home is not None else None
-        env = scrubbed_environment()
+        env = {"PATH": "/usr/bin:/bin"}   # and self.env: nothing else of the grader's environment
         env.update({k: moved(v) for k, v in self.env.items()})
         env["LAB_RUN_DIR"] = str(work / "rec")
         talk = channel.Channel()
@@ -229,18 +229,6 @@ class Invocation:
             copy_back(work, self.run_dir)
         return RunResult(parse_xml(self.run_dir / "report.xml"), records.read_dir(self.run_dir / "rec"),
                          _tail(output), refused, oom, self.memory, watch.describe() if watch.starved() else "", said)
-
-
-# What a run takes of the grader's environment: nothing that says how it is
-# graded (MAKEFLAGS holds HIDDEN=, the grader's paths), only what the C
-# library and the tools read. The run's own variables are added to it.
-KEPT_ENVIRONMENT = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "LAB_SCHEDULE")   # LAB_SCHEDULE: a replay asked for
-
-
-def scrubbed_environment():
-    env = {k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ}
-    env["PATH"] = "/usr/bin:/bin"
-    return env
 
 
 def _without_symbols(src, dest):

@@ -1,4 +1,4 @@
-/* block_on.c - the DeadlineSignal driven by stage 02's block_on, with no
+/* block_on_test.c - the DeadlineSignal driven by stage 02's block_on, with no
  * sleeps anywhere; and a hand-written "async fn" that awaits it, whose
  * sizes are printed (docs/04-deadline-signal.md#what-a-state-machine-weighs).
  *
@@ -22,7 +22,7 @@
 
 #include "block_on.h"
 #include "futures.h"
-#include "deadline_test.h"
+#include "stage04.h"
 
 LAB_SUITE(deadline_block_on, 10);
 
@@ -104,22 +104,12 @@ static bool block_on_within(struct future fut, void *out, unsigned ms, unsigned 
     static struct watched b; /* static: a thread left behind must never see a dead stack frame */
     b = (struct watched){ .fut = fut, .out = out };
     pthread_mutex_init(&b.lock, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&b.cond, &a);
-    pthread_condattr_destroy(&a);
+    lab_monotonic_cond_init(&b.cond);
     if (pthread_create(&b.thread, NULL, watched_main, &b) != 0)
         cr_assert_fail("could not start a thread for block_on");
 
     struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += ms / 1000;
-    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    lab_deadline_after_ms(&deadline, ms);
     pthread_mutex_lock(&b.lock);
     int rc = 0;
     while (!b.done && rc == 0)

@@ -1,4 +1,4 @@
-/* lock.c - contract clause 4: the waker is woken after the lock is released.
+/* lock_test.c - contract clause 4: the waker is woken after the lock is released.
  *
  * How it is detected: a hook runs inside the waker's wake, on the thread
  * that is completing (or dropping) the producer. The hook starts a probe
@@ -16,52 +16,25 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "signal_test.h"
+#include "side_thread.h"
+#include "stage01.h"
 
 static int the_value;
 
 struct probe {
     struct signal_future *fut;
     struct counting_waker *probe_waker;
-    pthread_t thread;
-    bool started;          /* hook thread only, read after signal_complete returns */
-    bool blocked;          /* same */
-    atomic_bool entered;   /* probe -> hook: the probe runs and is about to poll */
-    atomic_bool done;      /* probe -> hook: the poll returned */
+    struct side_hook hook; /* polls from inside the first wake, 200 ms from the moment it runs */
     enum poll result;      /* written by the probe, read after the join */
     struct signal_output out;
 };
 
-static void *probe_main(void *arg)
+static void probe_poll(void *arg)
 {
     struct probe *pr = arg;
     struct waker w = counting_waker_get(pr->probe_waker);
     struct context cx = context_from_waker(&w);
-    atomic_store_explicit(&pr->entered, true, memory_order_release); /* pairs with the hook's acquire */
     pr->result = signal_future_poll(pr->fut, &cx, &pr->out);
-    atomic_store_explicit(&pr->done, true, memory_order_release); /* pairs with the hook's acquire */
-    return NULL;
-}
-
-static void wake_hook(struct counting_waker *cw, enum waker_event ev, unsigned nth, void *arg)
-{
-    (void)cw;
-    (void)nth;
-    struct probe *pr = arg;
-    if ((ev != WAKER_EV_WAKE && ev != WAKER_EV_WAKE_BY_REF) || pr->started)
-        return;
-    pr->started = true;
-    if (pthread_create(&pr->thread, NULL, probe_main, pr) != 0)
-        cr_assert(false, "could not start the probe thread");
-    /* The 200 ms start when the probe is running, so a slow scheduler on a
-     * loaded machine is not mistaken for a held lock. */
-    for (unsigned waited = 0; !atomic_load_explicit(&pr->entered, memory_order_acquire) &&
-                              waited < SCALED_MS(5000); waited++)
-        lab_sleep_ms(1);
-    for (unsigned waited = 0; !atomic_load_explicit(&pr->done, memory_order_acquire) &&
-                              waited < SCALED_MS(200); waited++)
-        lab_sleep_ms(1);
-    pr->blocked = !atomic_load_explicit(&pr->done, memory_order_acquire);
 }
 
 /* mode 0: complete the signal; mode 1: drop the producer without completing */
@@ -77,9 +50,8 @@ static void run_probe_test(int mode)
     cr_assert_eq(poll_with(f, task, &out), POLL_PENDING, "the first poll returned Ready before the producer did anything");
 
     struct probe pr = { .fut = f, .probe_waker = probe_w };
-    atomic_init(&pr.entered, false);
-    atomic_init(&pr.done, false);
-    counting_waker_set_hook(task, wake_hook, &pr);
+    pr.hook = (struct side_hook){ .at = SIDE_AT_FIRST_WAKE, .act = probe_poll, .arg = &pr, .ms = 200, .what = "probe" };
+    counting_waker_set_hook(task, side_hook, &pr.hook);
 
     const char *action = mode == 0 ? "signal_complete" : "signal_drop";
     if (mode == 0) {
@@ -88,16 +60,15 @@ static void run_probe_test(int mode)
     } else {
         signal_drop(p);
     }
-    if (pr.started)
-        pthread_join(pr.thread, NULL);
+    side_thread_join(&pr.hook.side);
     counting_waker_set_hook(task, NULL, NULL);
 
-    cr_assert(pr.started, "%s did not wake the waker the pending poll registered%s", action,
+    cr_assert(pr.hook.started, "%s did not wake the waker the pending poll registered%s", action,
               mode == 0 ? " (contract 1: Pending means someone will wake you)" : " (contract 9: a producer that leaves must wake the future)");
-    cr_assert_not(pr.blocked,
-                  "%s woke the waker while the signal's lock was still held: inside the wake, a poll "
-                  "from another thread could not take the lock for 200 ms (contract 4: woken after "
-                  "unlocking). The next hint: make hint STAGE=1 ITEM=wake-outside-lock", action);
+    cr_assert(pr.hook.got_through,
+              "%s woke the waker while the signal's lock was still held: inside the wake, a poll "
+              "from another thread could not take the lock for 200 ms (contract 4: woken after "
+              "unlocking). The next hint: make hint STAGE=1 ITEM=wake-outside-lock", action);
     if (mode == 0)
         expect_ready(pr.result, &pr.out, SIGNAL_VALUE, &the_value, "a poll made from inside the wake");
     else

@@ -1,9 +1,9 @@
-/* decide.c - contract clauses 4 and 6: exactly one outcome wins, the loser
+/* decide_test.c - contract clauses 4 and 6: exactly one outcome wins, the loser
  * is told who won, and the decision stays made, also after delivery.
  *
  * Here the two deciders take turns on one thread, so every order is tested
- * deterministically; race.c makes them race. */
-#include "deadline_test.h"
+ * deterministically; race_test.c makes them race. */
+#include "stage04.h"
 
 static int value_a, value_b;
 

@@ -1,7 +1,7 @@
-/* drop.c - contract clauses 8 and 9: dropping one handle while the other
+/* drop_test.c - contract clauses 8 and 9: dropping one handle while the other
  * lives. Dropping the future is cancellation; dropping the producer without a
  * value closes the signal. */
-#include "signal_test.h"
+#include "stage01.h"
 
 static int the_value;
 

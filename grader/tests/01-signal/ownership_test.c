@@ -1,4 +1,4 @@
-/* ownership.c - contract clause 10: each handle is released by its own drop,
+/* ownership_test.c - contract clause 10: each handle is released by its own drop,
  * the shared state goes when both handles are gone, and a value nobody took
  * goes to drop_value exactly once.
  *
@@ -10,7 +10,7 @@
  */
 #include <stdlib.h>
 
-#include "signal_test.h"
+#include "stage01.h"
 
 static void *new_value(void)
 {

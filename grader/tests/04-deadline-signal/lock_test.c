@@ -1,4 +1,4 @@
-/* lock.c - contract clauses 5 and 9: the winner (and a producer that leaves
+/* lock_test.c - contract clauses 5 and 9: the winner (and a producer that leaves
  * without a value) wakes the stored waker after releasing the lock.
  *
  * How it is detected: a hook runs inside the waker's wake, on the thread
@@ -17,51 +17,25 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "deadline_test.h"
+#include "side_thread.h"
+#include "stage04.h"
 
 static int the_value;
 
 struct probe {
     struct deadline_signal_future *fut;
     struct counting_waker *probe_waker;
-    pthread_t thread;
-    bool started;        /* hook thread only; read after the decider returned */
-    bool blocked;        /* same */
-    atomic_bool entered; /* probe -> hook: running, about to poll */
-    atomic_bool done;    /* probe -> hook: the poll returned */
+    struct side_hook hook; /* polls from inside the first wake, 200 ms from the moment it runs */
     enum poll result;    /* written by the probe, read after the join */
     struct deadline_signal_output out;
 };
 
-static void *probe_main(void *arg)
+static void probe_poll(void *arg)
 {
     struct probe *pr = arg;
     struct waker w = counting_waker_get(pr->probe_waker);
     struct context cx = context_from_waker(&w);
-    atomic_store_explicit(&pr->entered, true, memory_order_release); /* pairs with the hook's acquire */
     pr->result = deadline_signal_future_poll(pr->fut, &cx, &pr->out);
-    atomic_store_explicit(&pr->done, true, memory_order_release); /* pairs with the hook's acquire */
-    return NULL;
-}
-
-static void wake_hook(struct counting_waker *cw, enum waker_event ev, unsigned nth, void *arg)
-{
-    (void)cw;
-    (void)nth;
-    struct probe *pr = arg;
-    if ((ev != WAKER_EV_WAKE && ev != WAKER_EV_WAKE_BY_REF) || pr->started)
-        return;
-    pr->started = true;
-    if (pthread_create(&pr->thread, NULL, probe_main, pr) != 0)
-        cr_assert_fail("could not start the probe thread");
-    /* The 200 ms start once the probe runs: a slow scheduler is not a held lock. */
-    for (unsigned waited = 0; !atomic_load_explicit(&pr->entered, memory_order_acquire) &&
-                              waited < SCALED_MS(5000); waited++)
-        lab_sleep_ms(1);
-    for (unsigned waited = 0; !atomic_load_explicit(&pr->done, memory_order_acquire) &&
-                              waited < SCALED_MS(200); waited++)
-        lab_sleep_ms(1);
-    pr->blocked = !atomic_load_explicit(&pr->done, memory_order_acquire);
 }
 
 enum decider { BY_COMPLETE, BY_EXPIRE, BY_PRODUCER_DROP };
@@ -77,9 +51,8 @@ static void run_probe_test(enum decider how)
     cr_assert_eq(poll_with(d.future, task, &out), POLL_PENDING, "the first poll returned Ready before any decision");
 
     struct probe pr = { .fut = d.future, .probe_waker = probe_w };
-    atomic_init(&pr.entered, false);
-    atomic_init(&pr.done, false);
-    counting_waker_set_hook(task, wake_hook, &pr);
+    pr.hook = (struct side_hook){ .at = SIDE_AT_FIRST_WAKE, .act = probe_poll, .arg = &pr, .ms = 200, .what = "probe" };
+    counting_waker_set_hook(task, side_hook, &pr.hook);
 
     if (how == BY_COMPLETE)
         expect_status(deadline_signal_complete(d.producer, &the_value), DEADLINE_SIGNAL_WON, action[how], "nothing was decided");
@@ -87,17 +60,16 @@ static void run_probe_test(enum decider how)
         expect_status(deadline_signal_expire(d.timer), DEADLINE_SIGNAL_WON, action[how], "nothing was decided");
     else
         deadline_signal_drop(d.producer);
-    if (pr.started)
-        pthread_join(pr.thread, NULL);
+    side_thread_join(&pr.hook.side);
     counting_waker_set_hook(task, NULL, NULL);
 
-    cr_assert(pr.started, "%s did not wake the waker the pending poll registered (%s)", action[how],
+    cr_assert(pr.hook.started, "%s did not wake the waker the pending poll registered (%s)", action[how],
               how == BY_PRODUCER_DROP ? "contract 9: a producer that leaves expires the signal and wakes the task"
                                       : "contract 5: the winner wakes the waiting task");
-    cr_assert_not(pr.blocked,
-                  "%s woke the waker while the signal's lock was still held: inside the wake, a poll from "
-                  "another thread could not take the lock for 200 ms (contract 5: the winner wakes after "
-                  "unlocking). The next hint: make hint STAGE=4 ITEM=wake-outside-lock", action[how]);
+    cr_assert(pr.hook.got_through,
+              "%s woke the waker while the signal's lock was still held: inside the wake, a poll from "
+              "another thread could not take the lock for 200 ms (contract 5: the winner wakes after "
+              "unlocking). The next hint: make hint STAGE=4 ITEM=wake-outside-lock", action[how]);
     if (how == BY_COMPLETE)
         expect_ready(pr.result, &pr.out, DEADLINE_SIGNAL_VALUE, &the_value, "a poll made from inside the wake");
     else

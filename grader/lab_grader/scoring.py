@@ -84,7 +84,7 @@ def from_quiz(item, key_file, answers_file, hashed_file=None):
         answers = quiz.load(answers_file) if answers_file.exists() else {}
     except quiz.QuizError as e:
         return ItemResult(item, Status.FAILED, 0, str(e))
-    verdict = quiz.judge(item.tests, answers, key)
+    verdict = quiz.score(item.tests, answers, key)
     if verdict is None:
         return ItemResult(item, Status.PASSED, item.points, "passed")
     kind, text = verdict
@@ -106,7 +106,7 @@ def _from_hashed_quiz(item, answers_file, hashed_file):
         if item.id not in groups:
             raise quiz.QuizError(f"{hashed_file.name} has no group {item.id}")
         answers = quiz.load(answers_file) if answers_file.exists() else {}
-        verdict = quiz.judge_hashed(item.tests, answers, groups[item.id])
+        verdict = quiz.score_hashed(item.tests, answers, groups[item.id])
     except quiz.QuizError as e:
         return ItemResult(item, Status.NOT_JUDGED, 0, f"{INSTRUCTOR}; no feedback: {e}")
     if verdict is None:

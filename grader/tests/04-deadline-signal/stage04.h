@@ -1,16 +1,17 @@
-/* deadline_test.h - what the stage-04 tests share (support.c has the code).
+/* stage04.h - what the stage-04 tests share (support.c has the code).
  *
  * Every test drives the public API of deadline_signal.h only, so any correct
  * implementation passes, whatever its private layout.
  */
-#ifndef LAB_DEADLINE_TEST_H
-#define LAB_DEADLINE_TEST_H
+#ifndef STAGE04_H
+#define STAGE04_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "lab_test.h"
 #include "measure.h"
+#include "waker_checks.h"   /* expect_books_balanced */
 #include "wakers.h"
 #include "deadline_signal.h"
 
@@ -28,14 +29,7 @@ struct ds {
 /* A fresh deadline signal or a failed test. */
 struct ds new_ds(void (*drop_value)(void *));
 
-/* ---- drop_value recorder ------------------------------------------------
- * record_drop counts its calls and remembers the last value;
- * record_drop_and_free also frees the value (for values from malloc, so
- * Valgrind sees a value dropped twice or never). */
-void record_drop(void *value);
-void record_drop_and_free(void *value);
-unsigned dropped_calls(void);
-void *dropped_last(void);
+/* The drop_value recorder (record_drop, dropped_calls) is measure.h's. */
 
 /* ---- polling with a counting waker --------------------------------------- */
 
@@ -43,10 +37,6 @@ void *dropped_last(void);
  * Ready that forgets to fill it shows. */
 enum poll poll_with(struct deadline_signal_future *f, struct counting_waker *cw,
                     struct deadline_signal_output *out);
-
-/* Ends a test that used `cw`: every reference the signal took has been given
- * back (live == 1, the test's own); then frees it. */
-void expect_books_balanced(struct counting_waker *cw);
 
 /* Asserts a Ready poll with this outcome and value; `what` names the poll
  * for the message ("the poll after the wake"). */

@@ -1,6 +1,6 @@
-/* probe.c - contract clause 5 for a lock of any kind.
+/* wake_probe_test.c - contract clause 5 for a lock of any kind.
  *
- * explore.c's wake test names a pthread lock held across the winner's wake;
+ * explore_test.c's wake test names a pthread lock held across the winner's wake;
  * a lock made of something else (a spinlock on an atomic flag, a ticket
  * lock) is out of its sight. Here the wake itself asks whether the API is
  * still usable (common/testing/wake_probe.h): inside the wake that a
@@ -15,7 +15,7 @@
  * (the test never polls for it again), and the helpers are waited for
  * before any handle is dropped.
  */
-#include "deadline_test.h"
+#include "stage04.h"
 #include "wake_probe.h"
 
 static int the_value, fresh_value;

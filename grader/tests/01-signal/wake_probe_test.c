@@ -1,6 +1,6 @@
-/* probe.c - contract clause 4 for a lock of any kind.
+/* wake_probe_test.c - contract clause 4 for a lock of any kind.
  *
- * explore.c's wake test names a pthread lock held across the wake; a lock
+ * explore_test.c's wake test names a pthread lock held across the wake; a lock
  * made of something else (a spinlock on an atomic flag, a ticket lock) is
  * out of its sight. Here the wake itself asks whether the API is still
  * usable (common/testing/wake_probe.h): inside the wake of signal_complete
@@ -19,7 +19,7 @@
  * (the test never polls for it again), and the helpers are waited for
  * before either handle is dropped.
  */
-#include "signal_test.h"
+#include "stage01.h"
 #include "wake_probe.h"
 
 static int the_value, fresh_value;

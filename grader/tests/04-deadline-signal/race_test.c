@@ -1,4 +1,4 @@
-/* race.c - the decisions under concurrency.
+/* race_test.c - the decisions under concurrency.
  *
  * 1. Forced: clause 3 (check and register in one lock hold). A hook inside
  *    the first poll's clone starts a thread that completes (or expires) the
@@ -26,7 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "deadline_test.h"
+#include "side_thread.h"
+#include "stage04.h"
 
 static int the_value;
 
@@ -37,42 +38,15 @@ LAB_SUITE(deadline_race, 20);
 struct forced {
     struct ds *d;
     bool expire_instead;        /* the timer decides instead of the producer */
-    pthread_t decider;
-    bool started;               /* set and read by the polling thread only */
-    bool finished_in_clone;     /* same */
-    atomic_bool entered;        /* decider -> poller: running, about to decide */
-    atomic_bool finished;       /* decider -> poller: the call returned */
+    struct side_hook decider;   /* decides inside the first clone, given 50 ms once it runs */
     enum deadline_signal_status status; /* written by the decider, read after the join */
 };
 
-static void *decider_main(void *arg)
+static void decide(void *arg)
 {
     struct forced *fc = arg;
-    atomic_store_explicit(&fc->entered, true, memory_order_release); /* pairs with the hook's acquire */
     fc->status = fc->expire_instead ? deadline_signal_expire(fc->d->timer)
                                     : deadline_signal_complete(fc->d->producer, &the_value);
-    atomic_store_explicit(&fc->finished, true, memory_order_release); /* pairs with the hook's acquire */
-    return NULL;
-}
-
-static void clone_hook(struct counting_waker *cw, enum waker_event ev, unsigned nth, void *arg)
-{
-    (void)cw;
-    struct forced *fc = arg;
-    if (ev != WAKER_EV_CLONE || nth != 1)
-        return;
-    fc->started = true;
-    if (pthread_create(&fc->decider, NULL, decider_main, fc) != 0)
-        cr_assert_fail("could not start the deciding thread");
-    /* Wait until the decider runs (a loaded machine may be slow to start it),
-     * then give it 50 ms: it can only finish now if the lock is free. */
-    for (unsigned waited = 0; !atomic_load_explicit(&fc->entered, memory_order_acquire) &&
-                              waited < SCALED_MS(5000); waited++)
-        lab_sleep_ms(1);
-    for (unsigned waited = 0; !atomic_load_explicit(&fc->finished, memory_order_acquire) &&
-                              waited < SCALED_MS(50); waited++)
-        lab_sleep_ms(1);
-    fc->finished_in_clone = atomic_load_explicit(&fc->finished, memory_order_acquire);
 }
 
 static void run_forced(bool expire_instead)
@@ -86,16 +60,14 @@ static void run_forced(bool expire_instead)
     struct ds d = new_ds(NULL);
 
     struct forced fc = { .d = &d, .expire_instead = expire_instead };
-    atomic_init(&fc.entered, false);
-    atomic_init(&fc.finished, false);
-    counting_waker_set_hook(task, clone_hook, &fc);
+    fc.decider = (struct side_hook){ .at = SIDE_AT_FIRST_CLONE, .act = decide, .arg = &fc, .ms = 50, .what = "deciding" };
+    counting_waker_set_hook(task, side_hook, &fc.decider);
 
     enum poll r = poll_with(d.future, task, &out);
-    if (fc.started)
-        pthread_join(fc.decider, NULL);
+    side_thread_join(&fc.decider.side);
     counting_waker_set_hook(task, NULL, NULL);
 
-    cr_assert(fc.started || r == POLL_READY,
+    cr_assert(fc.decider.started || r == POLL_READY,
               "the first poll returned Pending without cloning the task's waker: nobody can wake the task (contract 1)");
     cr_assert_eq(fc.status, DEADLINE_SIGNAL_WON, "a thread that %s while the first poll registered got %s; nothing else decided, so it must win",
                  what, status_name(fc.status));
@@ -112,7 +84,7 @@ static void run_forced(bool expire_instead)
                   "use: the decision fell between the poll's look at the state and its registration (contract "
                   "3). The next hint: make hint STAGE=4 ITEM=check-register-window",
                   what,
-                  fc.finished_in_clone ? "the decider finished inside the clone: the lock was not held between the check and the registration"
+                  fc.decider.got_through ? "the decider finished inside the clone: the lock was not held between the check and the registration"
                                        : "the decider had to wait for the lock, but then found no waker");
         cr_assert_eq(woken, 1u, "the waker was woken %u times by one decision; once is right", woken);
         expect_ready(poll_with(d.future, task, &out), &out, expected, expected_value, "the second poll, after the wake");

@@ -1,8 +1,8 @@
-/* poll.c - contract clauses 1, 2 and 7: what a poll registers, which waker a
+/* poll_test.c - contract clauses 1, 2 and 7: what a poll registers, which waker a
  * decision wakes, and what a poll answers after Ready. */
 #include <stdio.h>
 
-#include "deadline_test.h"
+#include "stage04.h"
 
 static int value_a, value_b;
 

@@ -1,5 +1,5 @@
-/* complete.c - contract clause 5: completion is terminal. */
-#include "signal_test.h"
+/* complete_test.c - contract clause 5: completion is terminal. */
+#include "stage01.h"
 
 static int first_value, second_value, third_value;
 

@@ -1,4 +1,4 @@
-/* race.c - contract clause 3 (check and register under one lock), forced
+/* race_test.c - contract clause 3 (check and register under one lock), forced
  * deterministically, then clauses 1-4, 8 and 9 under randomized races.
  *
  * The forced test: the first poll has to clone the task's waker to register
@@ -18,7 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "signal_test.h"
+#include "side_thread.h"
+#include "stage01.h"
 
 static int the_value;
 
@@ -29,44 +30,17 @@ LAB_SUITE(signal_race, 20);
 struct forced {
     struct signal *producer;
     bool close_instead;         /* drop the producer instead of completing */
-    pthread_t completer;
-    bool started;               /* set and read by the polling thread only */
-    bool finished_in_clone;     /* same */
-    atomic_bool entered;        /* completer -> poller: running, about to complete or drop */
-    atomic_bool finished;       /* completer -> poller: signal_complete/drop returned */
+    struct side_hook completer; /* completes (or drops) inside the first clone, given 50 ms once it runs */
     enum signal_status status;  /* written by the completer, read after the join */
 };
 
-static void *completer_main(void *arg)
+static void complete_or_drop(void *arg)
 {
     struct forced *fc = arg;
-    atomic_store_explicit(&fc->entered, true, memory_order_release); /* pairs with the hook's acquire */
     if (fc->close_instead)
         signal_drop(fc->producer);
     else
         fc->status = signal_complete(fc->producer, &the_value);
-    atomic_store_explicit(&fc->finished, true, memory_order_release); /* pairs with the hook's acquire */
-    return NULL;
-}
-
-static void clone_hook(struct counting_waker *cw, enum waker_event ev, unsigned nth, void *arg)
-{
-    (void)cw;
-    struct forced *fc = arg;
-    if (ev != WAKER_EV_CLONE || nth != 1)
-        return;
-    fc->started = true;
-    if (pthread_create(&fc->completer, NULL, completer_main, fc) != 0)
-        cr_assert(false, "could not start the completer thread");
-    /* Wait until the completer runs (a loaded machine may be slow to start
-     * it), then give it 50 ms: it can only finish now if the lock is free. */
-    for (unsigned waited = 0; !atomic_load_explicit(&fc->entered, memory_order_acquire) &&
-                              waited < SCALED_MS(5000); waited++)
-        lab_sleep_ms(1);
-    for (unsigned waited = 0; !atomic_load_explicit(&fc->finished, memory_order_acquire) &&
-                              waited < SCALED_MS(50); waited++)
-        lab_sleep_ms(1);
-    fc->finished_in_clone = atomic_load_explicit(&fc->finished, memory_order_acquire);
 }
 
 static void run_forced(bool close_instead)
@@ -82,16 +56,15 @@ static void run_forced(bool close_instead)
     new_signal(NULL, &p, &f);
 
     struct forced fc = { .producer = p, .close_instead = close_instead };
-    atomic_init(&fc.entered, false);
-    atomic_init(&fc.finished, false);
-    counting_waker_set_hook(task, clone_hook, &fc);
+    fc.completer = (struct side_hook){ .at = SIDE_AT_FIRST_CLONE, .act = complete_or_drop, .arg = &fc, .ms = 50,
+                                       .what = "completer" };
+    counting_waker_set_hook(task, side_hook, &fc.completer);
 
     enum poll r = poll_with(f, task, &out);
-    if (fc.started)
-        pthread_join(fc.completer, NULL);
+    side_thread_join(&fc.completer.side);
     counting_waker_set_hook(task, NULL, NULL);
 
-    cr_assert(fc.started || r == POLL_READY,
+    cr_assert(fc.completer.started || r == POLL_READY,
               "the first poll returned Pending without cloning the task's waker: nobody can wake the task (contract 1)");
     if (!close_instead)
         cr_assert_eq(fc.status, SIGNAL_OK, "signal_complete, racing the first poll, returned %s; the future was alive, so it must be SIGNAL_OK",
@@ -120,7 +93,7 @@ static void run_forced(bool close_instead)
                       "nobody will use (contract 3: no completion between the check and the registration). The "
                       "next hint: make hint STAGE=1 ITEM=check-register-window",
                       what,
-                      fc.finished_in_clone ? "it finished inside the clone: the lock was not held between the check and the registration"
+                      fc.completer.got_through ? "it finished inside the clone: the lock was not held between the check and the registration"
                                            : "it had to wait for the lock, but then found no waker");
         cr_assert_eq(woken, 1u, "the waker was woken %u times by one %s; once is right", woken,
                      close_instead ? "drop of the producer" : "completion");

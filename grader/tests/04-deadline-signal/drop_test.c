@@ -1,8 +1,8 @@
-/* drop.c - contract clauses 8 and 9: dropping one handle while the others
+/* drop_test.c - contract clauses 8 and 9: dropping one handle while the others
  * live. Dropping the future is cancellation; dropping the producer without a
  * value expires the signal; dropping the timer cancels the deadline and
  * decides nothing. */
-#include "deadline_test.h"
+#include "stage04.h"
 
 static int the_value;
 

@@ -1,6 +1,6 @@
-/* poll.c - contract clauses 1, 2, 6 and 7: what a poll registers, which
+/* poll_test.c - contract clauses 1, 2, 6 and 7: what a poll registers, which
  * waker is woken, and what a poll answers before and after the outcome. */
-#include "signal_test.h"
+#include "stage01.h"
 
 static int value_a, value_b;
 

@@ -7,11 +7,17 @@ TEST=, SEED=, BUDGET=, VG_SCALE= and JOBS= here. A bad value is a UsageError
 of one line: what was given, what is wrong, and the valid choices (the
 closest first). Never a traceback, never a silent grading of something else.
 
+The environment variables the grader heeds (CC, NO_COLOR, NO_PROGRESS and
+the LAB_* knobs) are read here too, once (read_environment), checked like
+the rest, and handed down as an Environment: no other module of the grader
+reads os.environ.
+
     tools.py args grade --stage ... --target ... (the Makefile's check: prints the
                                         line and exits 2, or prints nothing)
 """
 import dataclasses
 import difflib
+import os
 import pathlib
 import re
 
@@ -141,8 +147,61 @@ def check_test_in_items(test, items, selected):
                          f"it belongs to {', '.join(runs_it)} (give one of the two, or both that agree)")
 
 
+# What a test run takes of the grader's environment: nothing that says how it
+# is graded (MAKEFLAGS holds HIDDEN=, the grader's paths), only what the C
+# library and the tools read, and LAB_SCHEDULE (a replay asked for).
+PASSED_ON = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "LAB_SCHEDULE")
+
+
+@dataclasses.dataclass(frozen=True)
+class Environment:
+    """Every environment variable the grader heeds, read once and checked
+    (read_environment), and where each goes."""
+    cc: str = "gcc"                  # CC: the C compiler (build.Builder)
+    color: bool = True               # NO_COLOR unset: a report on a terminal in colour (grading.py)
+    progress: bool = True            # NO_PROGRESS unset: the progress line on a terminal (grade/conftest.py)
+    sandbox: bool = True             # LAB_SANDBOX=0: runs outside the jail (sandbox.shared)
+    sandbox_cgroups: bool = True     # LAB_SANDBOX_CGROUP=0: the jail without cgroups (sandbox.Sandbox)
+    gate_calls: bool = True          # LAB_GATE_CALLS=0: the gate's call allowlist off, for the self-tests
+                                     # of the jail (assemble.py -> gate.check_object)
+    race_runs: int = 0               # LAB_RACE_RUNS=n, instructor's repository only: every race item makes
+                                     # n runs and counts the failed ones (pipeline.py)
+    given_from_target: bool = False  # LAB_GIVEN_FROM_TARGET=1, instructor's repository only: given .c files
+                                     # from the target (assemble.py -> intake.take_in)
+    run_cpu_quota: float = None      # LAB_RUN_CPU_QUOTA: each run's CPU quota, for the self-tests of the
+                                     # starvation check (lanes.py -> binary_run.BinaryRun)
+    rerun_target: str = None         # LAB_RERUN_TARGET: the TARGET= a rerun line names (run_autograder:
+                                     # the student's tree is labs/); None: the graded tree (diagnosis.py)
+    passed_on: tuple = ()            # (name, value) of PASSED_ON that are set: what every test run takes
+
+
+def read_environment(root=None, environ=None):
+    """The Environment from os.environ (or `environ`); raises UsageError
+    for a value that is not what its variable takes. The knobs meant for
+    the instructor's repository count only where root holds solutions/."""
+    env = os.environ if environ is None else environ
+    instructor = root is not None and (pathlib.Path(root) / "solutions").is_dir()
+    runs = env.get("LAB_RACE_RUNS", "")
+    if runs and not runs.isdigit():
+        raise UsageError(f"LAB_RACE_RUNS={runs}: a whole number of runs")
+    quota = check_number("LAB_RUN_CPU_QUOTA", env.get("LAB_RUN_CPU_QUOTA"), float, 0,
+                         "a number of CPUs, such as 0.5")
+    return Environment(
+        cc=env.get("CC") or "gcc",
+        color=not env.get("NO_COLOR"),
+        progress=not env.get("NO_PROGRESS"),
+        sandbox=env.get("LAB_SANDBOX", "1") != "0",
+        sandbox_cgroups=env.get("LAB_SANDBOX_CGROUP", "1") != "0",
+        gate_calls=env.get("LAB_GATE_CALLS", "1") != "0",
+        race_runs=int(runs) if runs and instructor else 0,
+        given_from_target=env.get("LAB_GIVEN_FROM_TARGET") == "1" and instructor,
+        run_cpu_quota=quota or None,
+        rerun_target=env.get("LAB_RERUN_TARGET"),
+        passed_on=tuple((k, env[k]) for k in PASSED_ON if k in env))
+
+
 @dataclasses.dataclass
-class Grading:
+class Arguments:
     """The checked options of one grading."""
     stages: list          # every stage of the rubric (with HIDDEN's items)
     selected: list        # the stages STAGE= selects
@@ -152,11 +211,14 @@ class Grading:
     seed: str             # digits or None
     budget: float         # seconds, 0 for none
     valgrind_scale: float
+    environment: Environment
 
 
-def grading(root, *, target, stage="", items="", test="", seed="", budget="", valgrind_scale="", hidden=""):
-    """Checks the options of make grade / check / watch (raises UsageError)."""
+def check_grade(root, *, target, stage="", items="", test="", seed="", budget="", valgrind_scale="", hidden=""):
+    """Checks the options of make grade / check / watch, and the
+    environment (raises UsageError)."""
     root = pathlib.Path(root)
+    environment = read_environment(root)
     every, selected = check_stages(root / "grader" / "rubric", stage, hidden)
     tree = check_target(target, every)
     wanted = check_items([i for i in str(items or "").split(",") if i], selected)
@@ -166,5 +228,5 @@ def grading(root, *, target, stage="", items="", test="", seed="", budget="", va
         raise UsageError(f"SEED={seed}: a seed is a non-negative integer (the report prints the one to replay)")
     b = check_number("BUDGET", budget, float, 0, "a number of seconds (0: no budget)")
     scale = check_number("VG_SCALE", valgrind_scale, float, 0, "a factor such as 0.05 (the Valgrind lane's iterations)")
-    return Grading(every, selected, tree, wanted, one, seed or None, b or 0.0,
-                   0.05 if scale is None else scale)
+    return Arguments(every, selected, tree, wanted, one, seed or None, b or 0.0,
+                     0.05 if scale is None else scale, environment)
