@@ -226,7 +226,7 @@ int ring_op_start(struct ring *r, enum ring_op_kind kind, int fd, const void *da
     (void)data;
     (void)len;
     (void)id;
-    LAB_TODO("the slab (docs/08-uring.md#the-slab): which operations own a buffer, and of what? Which slot does the operation take, what must the slot say before its SQE goes out, and what does the caller get back?");
+    LAB_TODO("ring.h contract 1 and the slab (docs/08-uring.md#the-slab): which operations own a buffer, and of what? Which slot does the operation take, what must the slot say before its SQE goes out, and what does the caller get back?");
 }
 
 enum poll ring_op_poll(struct ring *r, ring_op_id id, struct context *cx, int32_t *res)

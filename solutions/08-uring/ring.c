@@ -375,7 +375,7 @@ int ring_op_start(struct ring *r, enum ring_op_kind kind, int fd, const void *da
     /* Allocate an operation's buffer with calloc, not malloc: Valgrind does
      * not see the kernel write through the ring, and would call a malloc'ed
      * buffer's received bytes uninitialised (docs/08-uring.md#freeing-the-ring). */
-    /* BEGIN STUDENT: the slab (docs/08-uring.md#the-slab): which operations own a buffer, and of what? Which slot does the operation take, what must the slot say before its SQE goes out, and what does the caller get back? */
+    /* BEGIN STUDENT: ring.h contract 1 and the slab (docs/08-uring.md#the-slab): which operations own a buffer, and of what? Which slot does the operation take, what must the slot say before its SQE goes out, and what does the caller get back? */
     void *buf = NULL;
     if (kind != RING_ACCEPT_MULTI) {
         buf = calloc(1, len ? len : 1);
