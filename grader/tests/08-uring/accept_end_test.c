@@ -12,8 +12,8 @@
  *    ends at once with -EMFILE;
  *  - a full completion queue. A multishot accept whose next CQE with F_MORE
  *    finds no room in the CQ ends with a last CQE that carries the new
- *    descriptor (io_accept; older kernels, 5.19 among them, returned
- *    -ECANCELED there, which the listener restarts without telling anyone). Each
+ *    descriptor (io_accept on 6.18; earlier versions returned -ECANCELED
+ *    there, which the listener restarts without telling anyone). Each
  *    connect below returns after the kernel posted its CQE (task work on
  *    this thread), and nothing is reaped until every client is connected.
  *
