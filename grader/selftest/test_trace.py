@@ -63,6 +63,12 @@ def timer_storm():
     return lab_trace.build(stage, ROOT / "examples/05-timer/timer_storm.c", "solutions")
 
 
+@pytest.fixture(scope="module")
+def ring_readers():
+    stage = lab_trace.find_stage("8")
+    return lab_trace.build(stage, ROOT / "examples/08-uring/ring_readers.c", "solutions")
+
+
 # ---- the trace-event format --------------------------------------------------------
 
 REQUIRED = {
@@ -222,6 +228,36 @@ def test_echo_server_under_load_wakes_come_from_io(echo_server, tmp_path):
     polls = sum(1 for e in events if e["ph"] == "B" and e.get("cat") == "poll")
     assert polls >= 50 and sum(1 for e in events if e["name"].startswith("complete")) == 3, \
         "the acceptor and the two connections complete"
+
+
+def test_ring_readers_wakes_come_from_the_ring_and_the_timers(ring_readers, tmp_path):
+    """make trace STAGE=8's run, as docs/08-uring.md#seeing-it-run describes
+    it: each reader but reader 0 (task 1) woken once, from I/O (a CQE
+    dispatched inside the ring driver's turn); the sender (the last task)
+    and reader 0 only by timers; and reader 0's dropped read costs one park
+    that ends with no task polled (its cancel and its last CQE)."""
+    out = tmp_path / "t.json"
+    proc = run_example(ring_readers, out, [8])
+    if proc.returncode != 0 and "not available" in proc.stderr:
+        pytest.skip("io_uring is not available here")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    events = validate(out)
+    wakes = [e for e in events if e["ph"] == "B" and e.get("cat") == "wake"]
+    sources = {}
+    for w in wakes:
+        sources.setdefault(w["args"]["task"], []).append(w["args"]["source"])
+    assert sources.get(1) == ["timer"], sources.get(1)
+    for t in range(2, 9):
+        assert sources.get(t) == ["io"], (t, sources.get(t))
+    assert set(sources.get(9, [])) == {"timer"} and len(sources[9]) >= 8, sources.get(9)
+    assert any(e["name"] == "reactor" and e["ph"] == "B" for e in events), "the ring's turns are drawn"
+    # after reader 0 completes: a park, then at once another park, no poll between them
+    tid = next(e["tid"] for e in events if e["name"] == "complete task 1")
+    lane = [e for e in events if e.get("tid") == tid and e["ph"] in ("B", "E", "i")]
+    at = next(i for i, e in enumerate(lane) if e["name"] == "complete task 1")
+    # (each executor park is two "park" slices: the time driver's park of the ring driver nests in it)
+    outer = [e for e in lane[at:] if e["ph"] == "B" and (e["name"] == "park" or e.get("cat") == "poll")]
+    assert [e["name"] for e in outer[:4]] == ["park"] * 4, [e["name"] for e in outer[:6]]
 
 
 def test_work_stealing_trace_has_steals_on_two_workers(busy_and_thief, tmp_path):

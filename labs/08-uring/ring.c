@@ -1,26 +1,23 @@
 /* ring.c - stage 08: the operation slab, the orphans, and the ring driver.
  *
- * liburing does the ring's plumbing: io_uring_queue_init maps the two
- * queues, io_uring_get_sqe hands out a free submission entry, the prep
- * helpers fill it, io_uring_submit stores the SQ tail and calls
- * io_uring_enter (a plain store: the kernel reads the tail in this
- * thread's own syscall; a release store only under SQPOLL, where a kernel
- * thread reads it), io_uring_peek_batch_cqe reads the CQ tail (an acquire
- * load) and io_uring_cq_advance publishes the head (a release store).
- * Those are the ring's memory barriers (liburing/barrier.h; liburing 2.3's
- * src/queue.c and src/include/liburing.h, docs/08-uring.md#what-liburing-hides):
- * this file never writes one. What it owns is the question the barriers
- * cannot answer: whose is the buffer now?
+ * liburing does the ring's plumbing: mapping the two queues, handing out
+ * submission entries, filling them, and the memory barriers on the queues'
+ * heads and tails (docs/08-uring.md#what-liburing-hides says where they are,
+ * and why a ring without SQPOLL needs no barrier of yours on the SQ tail).
+ * This file never writes a barrier for the queues. What it owns is the
+ * question no barrier answers: whose is the buffer now?
  *
- * The driver's state word is stage 06's (Tokio's park.rs has the same three
- * states), with the eventfd read submitted on the ring instead of the
- * eventfd in an epoll set:
- *
- *     EMPTY ----park----> PARKED ----io_uring_enter returns----> EMPTY
- *       ^                   |
- *       |                 unpark: swap to NOTIFIED, and write the eventfd:
- *       |                   v      its read on the ring completes, a CQE
- *       +----park------ NOTIFIED <----unpark (not parked): no syscall
+ * Questions to carry through the file (each function's TODO asks its own):
+ *  - An SQE hands the kernel a pointer. Until which CQE may that memory not
+ *    move, and who is still there to know when it came, after the future
+ *    that asked for it has been dropped?
+ *  - A CQE brings back 64 bits that you chose. What must they name so that
+ *    a late CQE can never reach the wrong operation?
+ *  - The driver's state word has stage 06's three states (EMPTY, PARKED,
+ *    NOTIFIED). Which moves are the owner's, which are unpark's, and which
+ *    single move is the only one that needs a syscall? What does a park do
+ *    when it finds a token, and is park(0) such a park?
+ *    (docs/08-uring.md#the-ring-driver)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -93,7 +90,7 @@ static struct op *lookup(struct ring *r, ring_op_id id)
     return &r->ops[i];
 }
 
-static ring_op_id id_of(struct ring *r, struct op *o)
+static inline ring_op_id id_of(struct ring *r, struct op *o)
 {
     return ((uint64_t)o->gen << 32) | (uint64_t)(o - r->ops);
 }
@@ -145,20 +142,15 @@ static inline void prep_op(struct ring *r, struct op *o, size_t off, size_t len)
 }
 /* end quote: prep-op */
 
-/* The provided buffers, unregistered and freed (not a student's: the
- * registration's mirror, in ring_recv_multi_start). */
-static void pbuf_free(struct ring *r, struct pbuf *pb)
+/* A multishot receive's provided buffers, when its slot is freed (its last
+ * CQE has come: nothing of the group is submitted any more). */
+static inline void pbuf_free(struct ring *r, struct pbuf *pb)
 {
     if (!pb)
         return;
-    /* nothing of this group is submitted any more (the operation has had its
-     * last CQE): the kernel lets go of the ring */
-    io_uring_unregister_buf_ring(&r->ring, pb->bgid);
-    r->bufs_held -= pb->nheld;
-    free(pb->br);
-    free(pb->mem);
-    free(pb->held);
-    free(pb);
+    (void)r;
+    (void)pb;
+    LAB_TODO("ring.h contract 6 and test hooks: the kernel was told of this group's ring at ring_recv_multi_start; what must it be told before that memory goes, and which of the ring's counters still count buffers of this group? (docs/08-uring.md#freeing-the-ring)");
 }
 
 /* quote: free-op */
@@ -225,28 +217,16 @@ int ring_op_start(struct ring *r, enum ring_op_kind kind, int fd, const void *da
 {
     if (r->free_head == r->max_ops)
         return -ENOMEM;
-    void *buf = NULL;
-    if (kind != RING_ACCEPT_MULTI) {
-        /* calloc, not malloc: Valgrind does not see the kernel write
-         * through the ring, and would call a malloc'ed buffer's received
-         * bytes uninitialised (docs/08-uring.md#freeing-the-ring) */
-        buf = calloc(1, len ? len : 1);
-        if (!buf)
-            return -ENOMEM;
-        if (kind == RING_SEND && len)
-            memcpy(buf, data, len);
-    }
-    struct op *o = &r->ops[r->free_head];
-    r->free_head = o->next_free;
-    o->state = OP_LIVE;
-    o->kind = (uint8_t)kind;
-    o->fd = fd;
-    o->buf = buf;
-    o->len = len;
-    r->ops_live++;
-    prep_op(r, o, 0, len);
-    *id = id_of(r, o);
-    return 0;
+    /* Allocate an operation's buffer with calloc, not malloc: Valgrind does
+     * not see the kernel write through the ring, and would call a malloc'ed
+     * buffer's received bytes uninitialised (docs/08-uring.md#freeing-the-ring). */
+    (void)r;
+    (void)kind;
+    (void)fd;
+    (void)data;
+    (void)len;
+    (void)id;
+    LAB_TODO("ring.h contract 1 and the slab (docs/08-uring.md#the-slab): which operations own a buffer, and of what? Which slot does the operation take, what must the slot say before its SQE goes out, and what does the caller get back?");
 }
 
 enum poll ring_op_poll(struct ring *r, ring_op_id id, struct context *cx, int32_t *res)
@@ -310,29 +290,12 @@ int ring_recv_multi_start(struct ring *r, int fd, unsigned nbufs, size_t buf_siz
     }
     pb->count = nbufs;
     pb->size = (unsigned)buf_size;
-    struct op *o = &r->ops[r->free_head];
-    pb->bgid = (uint16_t)(o - r->ops); /* one group per slot: max_ops is below 65536 */
-    io_uring_buf_ring_init(pb->br);
-    for (unsigned i = 0; i < nbufs; i++)
-        give_back(pb, (uint16_t)i); /* every buffer the kernel's: your give_back, used before any CQE */
-    struct io_uring_buf_reg reg = { .ring_addr = (uint64_t)(uintptr_t)pb->br, .ring_entries = nbufs, .bgid = pb->bgid };
-    int e = io_uring_register_buf_ring(&r->ring, &reg, 0); /* Linux 5.19 */
-    if (e < 0) {
-        free(pb->br);
-        free(pb->mem);
-        free(pb->held);
-        free(pb);
-        return e;
-    }
-    r->free_head = o->next_free;
-    o->state = OP_LIVE;
-    o->kind = RING_RECV_MULTI;
-    o->fd = fd;
-    o->pb = pb;
-    r->ops_live++;
-    prep_op(r, o, 0, 0);
-    *id = id_of(r, o);
-    return 0;
+    (void)r;
+    (void)fd;
+    (void)nbufs;
+    (void)buf_size;
+    (void)id;
+    LAB_TODO("ring.h contract 6 (docs/08-uring.md#provided-buffers): the SQE will name a buffer group, not a buffer. Which group id is this operation's alone? Where must every buffer be before the kernel may pick one, and what must the kernel be told (and what if it refuses)? Then the slot, as ring_op_start takes one");
 }
 
 /* quote: recv-poll */
@@ -368,7 +331,7 @@ static bool ring_park(void *self, int64_t timeout_ns)
 {
     (void)self;
     (void)timeout_ns;
-    LAB_TODO("ring.h contract 4: when may park return without entering the kernel, and when must it enter anyway (park(0))? One io_uring_enter that submits and waits; then every CQE (docs/08-uring.md#the-ring-driver)");
+    LAB_TODO("ring.h contract 4: when may a park return without entering the kernel, and is park(0) such a park? What must its one io_uring_enter do, what must the caller hear of a token, and what is left to do once the enter returns? (docs/08-uring.md#the-ring-driver)");
 }
 /* end quote: park */
 
@@ -384,7 +347,23 @@ static uint64_t ring_now(void *self)
     return driver_monotonic_ns();
 }
 
-static const struct driver_vtable ring_vtable = { .park = ring_park, .unpark = ring_unpark, .now = ring_now };
+#ifdef LAB_TRACE
+/* Traced (given; docs/tracing.md): a park of the ring driver is one turn of
+ * I/O, drawn as a slice (named "reactor", as stage 06's); the wakes that the
+ * CQEs dispatched inside it make come from I/O. */
+static bool ring_park_traced(void *self, int64_t timeout_ns)
+{
+    trace_source_begin(TRACE_SRC_IO);
+    bool token = ring_park(self, timeout_ns);
+    trace_source_end();
+    return token;
+}
+#define RING_PARK ring_park_traced
+#else
+#define RING_PARK ring_park
+#endif
+
+static const struct driver_vtable ring_vtable = { .park = RING_PARK, .unpark = ring_unpark, .now = ring_now };
 
 int ring_new(unsigned sq_entries, unsigned max_ops, struct ring **out)
 {
@@ -411,7 +390,7 @@ int ring_new(unsigned sq_entries, unsigned max_ops, struct ring **out)
     (void)sq_entries;
     (void)max_ops;
     (void)out;
-    LAB_TODO("ring.h contract 4: an eventfd whose read the ring always has queued, and the state EMPTY; what would O_NONBLOCK do to a read the kernel waits on for you? (docs/08-uring.md#the-ring-driver)");
+    LAB_TODO("ring.h contract 4: what must be in place before the first park, so that an unpark from another thread can reach it through the ring? Would O_NONBLOCK help or harm a read that the kernel waits on for you? (docs/08-uring.md#the-ring-driver)");
     *out = r;
     return 0;
 }
@@ -421,7 +400,7 @@ void ring_free(struct ring *r)
     if (!r)
         return;
     (void)r;
-    LAB_TODO("ring.h, Ownership: every orphan's buffer is the kernel's until its last CQE; wait for them (docs/08-uring.md#freeing-the-ring)");
+    LAB_TODO("ring.h, Ownership: whose is an orphan's buffer while its last CQE has not come, and what makes that CQE come? What of the ring's own memory does the kernel still hold, and until when? (docs/08-uring.md#freeing-the-ring)");
     free(r->ops);
     free(r);
 }

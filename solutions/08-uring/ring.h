@@ -43,9 +43,11 @@
  *     timeout at once, through the ring: it writes an eventfd on which the
  *     ring always has a read submitted; an unpark before park is kept
  *     (the token), and two are one. park(0) always enters the kernel and
- *     dispatches, a token there or not: with stage 03's driver tick a
- *     completion waits at most EXECUTOR_DRIVER_INTERVAL task polls (plus
- *     the poll running) behind tasks that stay ready.
+ *     dispatches, a token there or not; it takes a token it finds (and
+ *     answers true), and one that an unpark leaves during it is the next
+ *     park's (stage 02's and stage 06's park(0) do the same). With stage
+ *     03's driver tick a completion waits at most EXECUTOR_DRIVER_INTERVAL
+ *     task polls (plus the poll running) behind tasks that stay ready.
  *  5. The latest waker: polling an operation that has no completion to hand
  *     out makes the context's waker the one its next CQE wakes (replacing
  *     the one before); a CQE wakes it once.

@@ -22,9 +22,16 @@
  *     never written after the drop.
  *  3. The listener keeps one multishot accept on the ring from its first
  *     accept's poll until it is closed (ring.h contract 2): every accept
- *     future takes the next connection the kernel completed. Closing the
- *     listener drops that operation: connections the kernel completes
- *     after are closed by the ring.
+ *     future takes the next connection the kernel completed. The kernel
+ *     may end the accept (a CQE without IORING_CQE_F_MORE); its last CQE
+ *     is handed out like the ones before it: a descriptor is a stream, an
+ *     error of the accept (-EMFILE, ...) is the accept future's answer,
+ *     and only -ECANCELED, -EINTR and -EAGAIN, which say the accept
+ *     stopped and nothing about the listener, are not handed out. The
+ *     next accept that needs a connection then starts a new multishot
+ *     accept, once nothing more will come of the old one (ring_op_done).
+ *     Closing the listener drops that operation: connections the kernel
+ *     completes after are closed by the ring.
  *  4. End of stream is a read of 0; errors are -errno (a reset:
  *     -ECONNRESET; writing to a closed peer -EPIPE or -ECONNRESET, never a
  *     SIGPIPE: MSG_NOSIGNAL). write_all sends the rest after a partial

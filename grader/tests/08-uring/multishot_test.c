@@ -13,26 +13,11 @@ LAB_SUITE(multishot, 10);
 
 #define CLIENTS 5
 
-struct accepting {
-    struct uring_accept *a;
-    struct context *cx;
-    struct uring_stream_result res;
-    bool ready;
-};
-
-static bool accepted(void *arg)
-{
-    struct accepting *ac = arg;
-    if (!ac->ready)
-        ac->ready = uring_accept_poll(ac->a, ac->cx, &ac->res) == POLL_READY;
-    return ac->ready;
-}
-
 static struct uring_stream *accept_one(struct ring *r, struct uring_listener *l, struct context *cx, int client)
 {
     struct uring_accept a = uring_accept(l);
-    struct accepting ac = { .a = &a, .cx = cx };
-    park_until(r, accepted, &ac);
+    struct accept_wait ac = { .a = &a, .cx = cx };
+    park_until(r, accept_ready, &ac);
     cr_assert(ac.ready, "client %d connected and was not accepted after 2 s of parks: a multishot accept must "
               "stay submitted while its completions carry IORING_CQE_F_MORE (ring.h contract 2)", client);
     cr_assert_eq(ac.res.err, 0, "accept of client %d failed: %s (ring.h contract 2)", client, strerror(-ac.res.err));

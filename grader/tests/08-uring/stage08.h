@@ -46,6 +46,16 @@ bool ring_idle(void *ring);
 /* park(0) until cond(arg) or about 2 s (scaled) of parks; the parks made. */
 unsigned park_until(struct ring *r, bool (*cond)(void *), void *arg);
 
+/* An accept polled until Ready, for park_until: accept_ready(&w) polls w.a
+ * with w.cx until it answers, then keeps the answer in w.res. */
+struct accept_wait {
+    struct uring_accept *a;
+    struct context *cx;
+    struct uring_stream_result res;
+    bool ready;
+};
+bool accept_ready(void *accept_wait);
+
 /* ---- a wait that may never end ---------------------------------------------
  * A thread parked in io_uring_enter is not in a futex wait: the harness's
  * stall detector cannot tell a park that no unpark or timeout will ever end

@@ -94,6 +94,14 @@ unsigned park_until(struct ring *r, bool (*cond)(void *), void *arg)
     return parks;
 }
 
+bool accept_ready(void *arg)
+{
+    struct accept_wait *w = arg;
+    if (!w->ready)
+        w->ready = uring_accept_poll(w->a, w->cx, &w->res) == POLL_READY;
+    return w->ready;
+}
+
 /* ---- a wait that may never end ------------------------------------------------- */
 
 #define LET_OUT_SIGNAL SIGUSR1
