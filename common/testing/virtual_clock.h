@@ -11,9 +11,13 @@
  *   park(forever)  a token there: as above; otherwise the thread really
  *                  waits (on a condition variable) until an unpark: virtual
  *                  time cannot run "forever" ahead. After 2 s of real time
- *                  with no unpark the process aborts with a message: in a
- *                  virtual-time test that is a hang (a lost timer, or a
- *                  park that ignores the next expiration), reported at once.
+ *                  with no unpark the process aborts: in a virtual-time
+ *                  test that is a hang (a lost timer, or a park that ignores
+ *                  the next expiration), reported at once. The abort is
+ *                  made inside
+ *                  virtual_clock_parked_forever_with_nothing_to_unpark_it(),
+ *                  the name the report's backtrace of the crash shows, and
+ *                  the same words go to standard error.
  *   unpark()       leaves the token, waking a thread waiting in park(forever).
  *
  * Put a time driver (stage 05) on top and an executor on top of that: when

@@ -2,35 +2,32 @@
  *
  * Read docs/04-deadline-signal.md first; deadline_signal.h has the contract,
  * numbered. This is stage 01's Signal with a second party that may decide
- * the outcome: a producer completes, a timer expires, and whichever of the
- * two takes the lock first while nothing is decided wins. Everything else
- * (latest waker, check and register in one lock hold, wake after unlocking,
- * drop as cancellation) is stage 01's, applied to a race.
+ * the outcome: a producer completes, a timer expires, and the two race.
+ * Exactly one of them wins (clause 4). What stage 01 taught you (the latest
+ * waker, check and register in one lock hold, wake after unlocking, drop as
+ * cancellation) still holds; the question at every step is what the second
+ * decider changes.
  *
- * Layout: ONE allocation per deadline signal.
+ * Layout: ONE allocation per deadline signal, the handles inside it.
  *
  *   +------------------------ struct deadline_signal_shared -----------------+
- *   | lock | state | winner | value | stored waker | future_gone | refs ... |
+ *   | the lock, and the fields you derive from the contract                 |
+ *   | (docs/04-deadline-signal.md#the-shared-state)                          |
  *   | struct deadline_signal        producer { shared -> this block }       |
  *   | struct deadline_signal_timer  timer    { shared -> this block }       |
  *   | struct deadline_signal_future future   { shared -> this block }       |
  *   +-------------------------------------------------------------------------+
  *
- * Each of the three handles owns one reference to the block and gives it back
- * in its own drop function; the drop that gives back the last one frees the
- * block, handles included.
+ * Clause 10: each handle is released only by its own drop function. Which
+ * drop frees the block, and how does it know?
  *
- * Locking: one pthread mutex, and the rules that make it enough:
- *   - poll checks the state and registers its waker in ONE hold of the lock
- *     (clause 3);
- *   - complete and expire decide in ONE hold of the lock: "is it still
- *     WAITING?" and "it is mine now" cannot be split, or both could win
- *     (clause 4);
- *   - the winner moves the stored waker into a local under the lock and
- *     wakes it after unlocking (clause 5); waker drops and drop_value on the
- *     drop paths also run after unlocking. The only foreign code run under
- *     the lock is the clone (and at most one stale drop) inside
- *     waker_clone_from() while poll registers: the price of clause 3.
+ * Locking: one pthread mutex. Before you write a function, answer for it:
+ *   - clause 3: can a decision fall between poll's look at the state and
+ *     its registration of the waker?
+ *   - clause 4: complete and expire may run at the same instant, on two
+ *     threads. What makes exactly one of them find the outcome undecided?
+ *   - clause 5: a wake may run the executor's code, which may poll this
+ *     future on the spot. Which locks may the waking thread hold then?
  */
 #include <pthread.h>
 #include <stdalign.h>
@@ -80,7 +77,7 @@ int deadline_signal_new(void (*drop_value)(void *value), struct deadline_signal 
     (void)producer;
     (void)timer;
     (void)future;
-    LAB_TODO("allocate one shared state, initialize its lock and fields, point the three handles at it (docs/04-deadline-signal.md#creating)");
+    LAB_TODO("contracts 1 and 10: one allocation holds the block and its three handles; what must a poll, a decider and a drop find in it before anyone has acted, and what if memory runs out? (docs/04-deadline-signal.md#creating)");
 }
 
 enum deadline_signal_status deadline_signal_complete(struct deadline_signal *producer, void *value)

@@ -76,11 +76,12 @@ uint64_t time_driver_now(struct time_driver *td);
 
 /* A timer not yet registered and not fired. */
 void time_timer_init(struct time_timer *t);
-/* The poll half of a timer (under the driver's mutex): true when the
- * timer fired or deadline_ns is reached; otherwise makes `waker` the one to
- * wake (waker_clone_from), registers the timer in the wheel if it is not
- * there yet, unparks the driver if this deadline comes before the one it
- * sleeps until (contract 3), and returns false. */
+/* The poll half of a timer, for a future's poll, in one hold of the
+ * driver's mutex. True (Ready) when the timer fired or deadline_ns is
+ * reached: the timer is then done. False (Pending) only when the timer's
+ * firing will wake `waker`, the latest poll's (a re-poll by the same task
+ * clones nothing), with the timer in the wheel once and contract 3 kept for
+ * a parked owner. */
 bool time_timer_poll(struct time_driver *td, struct time_timer *t, uint64_t deadline_ns,
                      const struct waker *waker);
 /* Cancels: removes the timer from the wheel at once and drops its waker. */

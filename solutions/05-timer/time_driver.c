@@ -1,19 +1,18 @@
 /* time_driver.c - stage 05: park until the next timer, then fire.
  *
- * One mutex, `lock`, protects the wheel (and every time_timer registered in
- * it: its entry, waker and fired flag) and what the owner publishes for the
- * other threads. time_driver.h contract 2: nothing is woken while it is
- * held, since a waker may do anything, dropping another sleep (which takes
- * the lock) included. Where, then, do the fired timers' wakers wait between
- * advance and the unlock, with no allocation, and what if more are due than
- * that place holds? (TD_BATCH below is the size the reference chose.)
- *
- * Contract 3: a registration on another thread must find out whether its
- * deadline comes before the time the owner is about to sleep until. What
- * does the owner write, under the lock, before it unlocks and parks, and
- * what once it is back? If the registration's unpark lands between the
- * owner's unlock and its park, the inner driver keeps the token (driver.h),
- * so that park returns at once: nothing is lost.
+ * time_driver.h numbers the contract. The questions to answer before you
+ * write td_park (docs/05-timer.md#the-time-driver takes them one failure
+ * at a time):
+ *   - contract 1: how long may the thread that parks sleep, given its
+ *     caller's timeout and the wheel?
+ *   - contract 2: a waker may do anything, dropping another sleep of this
+ *     driver included. What, then, may the parking thread hold while it
+ *     wakes a fired timer?
+ *   - contract 3: a timer registered on another thread may be earlier than
+ *     the time the owner is parked until. How does that registration find
+ *     out?
+ *   - contract 5: an executor with tasks always ready parks with a zero
+ *     timeout. Do timers still fire?
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -21,11 +20,13 @@
 
 #include "time_driver.h"
 
-#define TD_BATCH 32
+/* BEGIN STUDENT HIDDEN */
+#define TD_BATCH 32 /* the fired wakers one turn of td_park holds before it unlocks and wakes them */
+/* END STUDENT */
 
 struct time_driver {
     struct driver inner;
-    /* BEGIN STUDENT FIELDS: the wheel and the mutex that protects it; what a registration from another thread needs to know (docs/05-timer.md#the-time-driver) */
+    /* BEGIN STUDENT FIELDS: time_driver.h contracts 1 to 3: what must the parking thread, a registration from another thread and the fired timers' wakes each find here, and under which lock? (docs/05-timer.md#the-time-driver) */
     pthread_mutex_t lock;        /* protects wheel, park_until, batch, fired, and every registered time_timer */
     struct timer_wheel *wheel;
     uint64_t park_until;         /* when the owner is parked: until when (ns); 0 when not parked */

@@ -109,6 +109,32 @@ LAB_TEST(deadline_drop, producer_drop_after_complete_keeps_value, 5)
     expect_books_balanced(task);
 }
 
+/* The producer leaves after the future did, nothing decided: clause 9 still
+ * expires the signal (it asks only whether the producer completed), nobody
+ * is woken (the future's drop gave its waker back), and the timer's later
+ * expire comes after a decision: LOST_TO_EXPIRY, not NO_LISTENER (clause 8
+ * answers NO_LISTENER only when nothing was decided before). */
+LAB_TEST(deadline_drop, producer_drop_after_the_future_is_gone, 5)
+{
+    struct counting_waker *task = counting_waker_new("task");
+    struct deadline_signal_output out;
+    struct ds d = new_ds(record_drop);
+
+    cr_assert_eq(poll_with(d.future, task, &out), POLL_PENDING, "the first poll returned Ready before any decision");
+    deadline_signal_future_drop(d.future);
+    deadline_signal_drop(d.producer);
+    struct waker_counts c = counting_waker_counts(task);
+    cr_assert_eq(c.wakes + c.wake_by_refs, 0u,
+                 "dropping the producer after the future was dropped woke the task's waker %u time(s); the future's drop had already given it back (contract 8)",
+                 c.wakes + c.wake_by_refs);
+    expect_status(deadline_signal_expire(d.timer), DEADLINE_SIGNAL_LOST_TO_EXPIRY,
+                  "deadline_signal_expire after the future was dropped and then the producer left without completing",
+                  "the producer's drop expired the signal (contract 9), so the expiry comes after a decision: it is told who won, not NO_LISTENER (contract 8 answers NO_LISTENER only when nothing was decided before)");
+    deadline_signal_timer_drop(d.timer);
+    cr_assert_eq(dropped_calls(), 0u, "drop_value was called though no value was ever stored");
+    expect_books_balanced(task);
+}
+
 /* ---- clause 9: the timer is dropped without expiring ----------------------- */
 
 LAB_TEST(deadline_drop, timer_drop_decides_nothing, 5)
