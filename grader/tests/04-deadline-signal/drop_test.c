@@ -159,3 +159,27 @@ LAB_TEST(deadline_drop, timer_drop_decides_nothing, 5)
     deadline_signal_future_drop(d.future);
     expect_books_balanced(task);
 }
+
+/* The same without the second poll, which would store the waker again and
+ * hide a timer drop that had given it back: the task that polled once and
+ * waits must still be woken by the producer's completion. */
+LAB_TEST(deadline_drop, timer_drop_keeps_the_waiting_task, 5)
+{
+    struct counting_waker *task = counting_waker_new("task");
+    struct deadline_signal_output out;
+    struct ds d = new_ds(record_drop);
+
+    cr_assert_eq(poll_with(d.future, task, &out), POLL_PENDING, "the first poll returned Ready before any decision");
+    deadline_signal_timer_drop(d.timer);
+    expect_status(deadline_signal_complete(d.producer, &the_value), DEADLINE_SIGNAL_WON,
+                  "deadline_signal_complete after the timer was dropped", "a dropped timer decides nothing, so the producer still wins (contract 9)");
+    cr_assert_eq(counting_waker_woken(task), 1u,
+                 "the task polled once, then the timer was dropped and the producer completed: the task was woken %u "
+                 "times, expected once. Dropping the timer decides nothing (contract 9), so the waker the pending "
+                 "poll stored stays for whoever decides", counting_waker_woken(task));
+    expect_ready(poll_with(d.future, task, &out), &out, DEADLINE_SIGNAL_VALUE, &the_value, "the poll after the completion");
+
+    deadline_signal_drop(d.producer);
+    deadline_signal_future_drop(d.future);
+    expect_books_balanced(task);
+}

@@ -670,3 +670,35 @@ LAB_TEST(combinators, timeout_tie_goes_to_the_future, 5)
     timeout_drop(&to);
     by_hand_free(&h);
 }
+
+/* A sleep polled by one task, then by another (a future moved between
+ * tasks, or a combinator that polls with a waker of its own): the waker it
+ * replaced goes back at once, and only the latest is woken when it fires
+ * (sleep.h contract 1: "with the latest waker"; stage 01's rule). */
+LAB_TEST(sleep, latest_waker_only, 5)
+{
+    struct vstack s;
+    vstack_new(&s);
+    struct counting_waker *first = counting_waker_new("first task");
+    struct counting_waker *second = counting_waker_new("second task");
+    struct waker w1 = counting_waker_get(first), w2 = counting_waker_get(second);
+    struct context c1 = context_from_waker(&w1), c2 = context_from_waker(&w2);
+    struct sleep sl = sleep_for(s.td, 10 * MS_NS);
+    struct future f = sleep_future(&sl);
+    cr_assert_eq(future_poll(f, &c1, NULL), POLL_PENDING, "a 10 ms sleep was Ready at once");
+    cr_assert_eq(future_poll(f, &c2, NULL), POLL_PENDING, "a 10 ms sleep was Ready at once");
+    cr_assert_eq(counting_waker_counts(first).live, 1, "a re-poll with another task's waker kept the first task's "
+                 "(%ld references live): the replaced waker goes back at the replacement (sleep.h contract 1: "
+                 "the latest waker)", counting_waker_counts(first).live);
+    virtual_clock_advance(s.vc, 20 * MS_NS);
+    driver_park(time_driver_driver(s.td), 0);
+    cr_assert_eq(counting_waker_woken(first), 0u, "the sleep fired and woke the task that polled it first, whose "
+                 "waker a later poll had replaced (sleep.h contract 1: only the latest waker is woken)");
+    cr_assert_eq(counting_waker_woken(second), 1u, "the sleep fired and woke the task that polled it last %u times; "
+                 "expected once (sleep.h contract 1)", counting_waker_woken(second));
+    cr_assert_eq(future_poll(f, &c2, NULL), POLL_READY, "the sleep was Pending after it fired");
+    future_drop(f);
+    counting_waker_free(first);
+    counting_waker_free(second);
+    vstack_free(&s);
+}

@@ -142,3 +142,37 @@ LAB_TEST(far_clock, sleeps_across_the_sign_bit, 10)
     time_driver_free(td);
     virtual_clock_free(vc);
 }
+
+/* The first deadline beyond the range is exactly one range (2^36 ticks)
+ * ahead (timer_wheel.h contract 6: "beyond the wheel's range (2^36 ticks
+ * from now)"); with it, one a tick before and one a tick after, from a
+ * wheel at 0 and from one 5 ms on: each fires on its tick, in order, never
+ * early, and the wheel runs to empty. */
+LAB_TEST(far_clock, exactly_one_range_ahead, 10)
+{
+    static const uint64_t ahead[] = { RANGE_NS - MS_NS, RANGE_NS, RANGE_NS + MS_NS };
+    enum { M = sizeof ahead / sizeof ahead[0] };
+    for (int round = 0; round < 2; round++) {
+        struct timer_wheel *w = timer_wheel_new(0);
+        cr_assert_not_null(w, "timer_wheel_new returned NULL");
+        struct rec_log log;
+        rec_log_init(&log, 2 * M);
+        log.now = 0;
+        uint64_t start = round == 0 ? 0 : 5 * MS_NS;
+        rec_advance(w, &log, start);
+        struct rec_timer t[M];
+        uint64_t deadline[M];
+        for (int i = 0; i < M; i++) {
+            deadline[i] = start + ahead[i];
+            rec_timer_init(&t[i], &log, i, deadline[i]);
+            timer_wheel_insert(w, &t[i].entry, deadline[i]);
+        }
+        unsigned jumps = rec_run_to_empty(w, &log, 10000);
+        cr_assert_eq(timer_wheel_len(w), 0, "after %u jumps to the next expiration, %zu of the timers one range ahead "
+                     "were still armed", jumps, timer_wheel_len(w));
+        expect_fired_on_time(&log, deadline, 0, M, round == 0 ? "(deadlines a range ahead of a wheel at 0)"
+                                                              : "(deadlines a range ahead of a wheel 5 ms on)");
+        rec_log_free(&log);
+        timer_wheel_free(w);
+    }
+}
