@@ -227,7 +227,7 @@ def check_assembly(text, source_name, variant):
     """What the compiler made of one student file (its .s), in one variant."""
     where = f"{source_name} ({'as compiled for TSan' if variant == 'tsan' else 'as compiled'})"
     section = None
-    executable, stack, previous = False, [], False
+    executable, stack, previous = True, [], False   # as's first section is .text
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("#APP"):
@@ -241,7 +241,7 @@ def check_assembly(text, source_name, variant):
             previous, executable = executable, stack.pop() if stack else False
         elif word == ".previous":
             previous, executable = executable, previous
-        elif executable and (word in DATA or word.startswith(".dc.")):
+        elif executable and (word.lower() in DATA or word.lower().startswith(".dc.")):
             raise Refused(f"{where}: data ({word}) in a section of code: bytes placed where instructions run "
                           "(a section attribute put them there); the lab's code is C, compiled")
         if word in ("rdtsc", "rdtscp", "rdpid", "rdrand", "rdseed", "cpuid", "syscall", "sysenter", "int",
