@@ -6,8 +6,10 @@ Two rules, applied in this order to a lane run's outcomes:
    record: the worker was never scheduled, or its start-up stalled, or the
    runner was stopped at its backstop, on a machine under heavy load) has
    run no code under test, so it is run once more on the same binary before
-   it is judged. One that did not start in either run is run on the
-   reference: if the reference starts and passes it now, the machine can
+   it is judged; so is one that began but left no outcome at all (the
+   runner's report lost it, and its records show no end, crash or hang:
+   the runner was stopped while it ran). One that did not start, or left no
+   outcome, in either run is run on the reference: if the reference starts and passes it now, the machine can
    run it, so what stopped the runner was the code under test (a kill(-1)
    stops Criterion's own helpers) and it stays a failure; else not judged.
 2. A test that still timed out (and did not stall: see judge.py) is run
@@ -34,9 +36,10 @@ def calibrate(outs, rerun, reference, reference_tests, limits_hit=False):
     reference: the reference's test binary for the lane, or None;
     reference_tests: the tests it has (an instructor's hidden test is not in
     it)."""
-    unbegun = [t for t, o in outs.items() if o.verdict in (Verdict.TIMEOUT, Verdict.MISSING) and not o.began]
+    unbegun = [t for t, o in outs.items()
+               if o.verdict == Verdict.MISSING or (o.verdict == Verdict.TIMEOUT and not o.began)]
     limits_hit = retry_unbegun(outs, rerun, unbegun) or limits_hit
-    twice = [t for t in unbegun if outs[t].verdict == Verdict.MISSING and not outs[t].began and not limits_hit]
+    twice = [t for t in unbegun if outs[t].verdict == Verdict.MISSING and not limits_hit]
     started = _reference_starts(twice, rerun, reference, reference_tests)
     for t in twice:
         o = outs[t]
@@ -44,15 +47,15 @@ def calibrate(outs, rerun, reference, reference_tests, limits_hit=False):
             # the machine runs it now, with the reference: what stopped the
             # runner was in the code under test (a kill of the run's other
             # processes stops Criterion's own): it stays a failure
-            o.details.insert(0, f"the test did not start in two runs, and the reference solution runs and passes "
+            o.details.insert(0, f"the test did not start or end in two runs, and the reference solution runs and passes "
                                 f"it on this machine right now ({started[t]:.1f} s): something in the code under "
                                 "test stopped the test runner (a kill() or exit of processes it did not start?)")
             continue
         # twice not started: the machine (another run, a loaded host) kept
         # it from running; nothing of the code under test was seen
         o.verdict = Verdict.TOO_SLOW
-        o.message = ("not judged, regrade: the test did not start in two runs (the runner was stopped or "
-                     "starved before it began)")
+        o.message = ("not judged, regrade: the test did not start or end in two runs (the runner was stopped or "
+                     "starved before it began or while it ran)")
     slow = [t for t, o in outs.items() if o.verdict == Verdict.TIMEOUT]
     if not slow:
         return outs
@@ -89,14 +92,17 @@ def _reference_starts(tests, rerun, reference, reference_tests):
 
 def retry_unbegun(outs, rerun, tests):
     """Rule 1: the tests that timed out or were not run before they began,
-    run once more. Returns whether that run met its process or memory limit."""
+    or left no outcome, run once more. Returns whether that run met its process or memory limit."""
     if not tests:
         return False
     second, result = rerun(tests, None, "again")
     for t in tests:
         first = outs[t]
         outs[t] = second[t]
-        why = (f"timed out after {first.seconds:.1f} s" if first.verdict == Verdict.TIMEOUT else "stopped")
-        outs[t].details.insert(0, f"the first run {why} before the test began "
-                                  "(the machine did not start it): this is the second run")
+        if first.began:
+            why = "lost the test's outcome: the runner stopped while it ran, with no record of its end"
+        else:
+            why = (f"timed out after {first.seconds:.1f} s" if first.verdict == Verdict.TIMEOUT else "stopped")
+            why += " before the test began (the machine did not start it)"
+        outs[t].details.insert(0, f"the first run {why}: this is the second run")
     return bool(result is not None and (result.refused or result.oom_kills))

@@ -58,7 +58,8 @@ def one_test(test, report, recs, symbolizer, nonce, hang_hint=""):
         elif limit is not None:
             report[test] = ("ERRORED", "timeout", "", limit)   # the watchdog's record: every thread's backtrace
         else:
-            o.message = "the test did not run (the runner stopped before it, or crashed itself)"
+            o.message = ("the test began, and the runner stopped before it ended (or crashed itself)" if run
+                         else "the test did not run (the runner stopped before it, or crashed itself)")
             return o
     status, kind, message, secs = report[test]
     o.seconds = secs

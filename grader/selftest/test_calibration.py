@@ -79,3 +79,30 @@ def test_a_timeout_before_begin_is_run_again(tmp_path):
     again, _ = runner.rerun(inv, ["s::early"], None, "again")
     assert again.run_dir.name == "0-again" and again.tests == ["s::early"] and again.binary == inv.binary
     assert again.env["LOG"] == str(tmp_path / "run" / "0-again" / "x")
+
+
+def test_a_test_whose_outcome_was_lost_is_run_again(tmp_path):
+    """A test that began (BEGIN, even a FAIL record) but left nothing else:
+    the runner's report lost it, with no END, crash or hang record (seen in
+    CI under load: a stage 04 mutant's failing check reported as "did not
+    run", naming no clause). Its outcome is unknown, so it is run once more,
+    and that run's verdict is the one given."""
+    sys.path.insert(0, str(GRADER))
+    from lab_grader import calibrate, judge, outcomes, records
+
+    reruns = []
+
+    def rerun(tests, binary, name):
+        reruns.append((list(tests), binary, name))
+        return {t: outcomes.Outcome(test=t, verdict=outcomes.Verdict.FAIL, message="x: contract 10") for t in tests}, None
+
+    recs = records.read_dir(tmp_path)
+    recs["s::lost"] = records.parse("BEGIN 7 s::lost\nFAIL 7\n")
+    out = judge.one_test("s::lost", {}, recs, None, "n")
+    assert out.verdict == outcomes.Verdict.MISSING and out.began
+    assert "began" in out.message
+    outs = {"s::lost": out}
+    calibrate.calibrate(outs, rerun, None, [])
+    assert reruns == [(["s::lost"], None, "again")]
+    assert outs["s::lost"].verdict == outcomes.Verdict.FAIL and outs["s::lost"].message == "x: contract 10"
+    assert "lost the test's outcome" in outs["s::lost"].details[0]

@@ -1098,9 +1098,16 @@ static enum poll step_busy(void *arg, struct context *cx, unsigned nth)
     return POLL_PENDING;
 }
 
-/* the sleep's task (its state is copied into the task at the spawn) */
+/* the sleep's task (its state is copied into the task at the spawn). The
+ * sleep starts at the task's first poll, not at the spawn: a test thread the
+ * machine held off between the two would let the workers run the clock past
+ * a deadline set earlier, and a sleep already due at its first poll is Ready
+ * without any look at the driver (seen in CI: the mutant that never looks
+ * passed under load). */
 struct busy_nap {
     struct sleep s;
+    bool started;
+    struct time_driver *td;
     struct busy *b;
 };
 
@@ -1108,12 +1115,22 @@ static enum poll busy_nap_poll(void *self, struct context *cx, void *out)
 {
     (void)out;
     struct busy_nap *n = self;
+    if (!n->started) {
+        n->s = sleep_for(n->td, 10 * 1000000u);
+        n->started = true;
+        atomic_store(&n->b->due_ns, n->s.deadline_ns);
+    }
     if (sleep_poll(&n->s, cx) == POLL_PENDING)
         return POLL_PENDING;
     atomic_store(&n->b->done_at, atomic_load(&n->b->polls));
     return POLL_READY;
 }
-static void busy_nap_drop(void *self) { sleep_drop(&((struct busy_nap *)self)->s); }
+static void busy_nap_drop(void *self)
+{
+    struct busy_nap *n = self;
+    if (n->started)
+        sleep_drop(&n->s);
+}
 static const struct future_vtable busy_nap_vt = FUTURE_VTABLE_INIT(struct busy_nap, 0, busy_nap_poll, busy_nap_drop);
 
 static bool busy_polls_300(void *arg) { return atomic_load(&((struct busy *)arg)->polls) >= 300; }
@@ -1141,8 +1158,7 @@ LAB_TEST(driver_busy, sleeps_fire_on_busy_workers, 10)
         jh[i] = spawn_step(rt, step_busy, &b);
     cr_assert(wait_until(busy_polls_300, &b, RESCUE_MS), "three tasks that yield on every poll made %lu polls in "
               "%u ms", atomic_load(&b.polls), RESCUE_MS);
-    struct busy_nap nap = { .s = sleep_for(td, 10 * 1000000u), .b = &b };
-    atomic_store(&b.due_ns, nap.s.deadline_ns);
+    struct busy_nap nap = { .started = false, .td = td, .b = &b };
     jh[3] = ws_spawn(rt, future_of(&busy_nap_vt, &nap), NULL);
     cr_assert_not_null(jh[3], "ws_spawn failed");
     uint64_t t0 = monotonic_ns();
