@@ -32,6 +32,7 @@ static struct {
     bool reprotect;     /* the page was let through for one instruction: protect it again after it */
     bool hold;          /* at() runs after this instruction */
     bool watched;
+    long skipped;       /* accesses while buffered let through so far (of sb->skip) */
     atomic_bool over;   /* the watch is over: the page stays open */
     atomic_bool foreign;
 } S;
@@ -62,6 +63,9 @@ static bool drains(const uint8_t *p)
     return p[i] == 0x0f && p[i + 1] == 0xae && (p[i + 2] & 0xf8) == 0xf0;
 }
 
+/* Is the instruction at p a system call (syscall, 0f 05)? */
+static bool is_syscall(const uint8_t *p) { return p[0] == 0x0f && p[1] == 0x05; }
+
 static void on_trap(ucontext_t *uc)
 {
     const struct lab_sb *sb = S.sb;
@@ -75,9 +79,16 @@ static void on_trap(ucontext_t *uc)
         S.hold = false;
         sb->at(sb->arg); /* the trap flag is off in here: the kernel clears it for a handler */
     }
-    if (drains((const uint8_t *)uc->uc_mcontext.gregs[REG_RIP]) && sb->buffered(sb->arg)) {
+    const uint8_t *next = (const uint8_t *)uc->uc_mcontext.gregs[REG_RIP];
+    if (drains(next) && sb->buffered(sb->arg)) {
         S.drains++;
         sb->drain(sb->arg);
+    }
+    if (is_syscall(next) && sb->page && !atomic_load(&S.over)) {
+        /* the kernel reads the page as the thread would (a futex word): open
+         * it for this instruction, protect it again at the trap after it */
+        mprotect(sb->page, SB_PAGE, PROT_READ | PROT_WRITE);
+        S.reprotect = true;
     }
 }
 
@@ -94,7 +105,10 @@ static void on_segv(ucontext_t *uc)
     uc->uc_mcontext.gregs[REG_EFL] |= 0x100; /* the trap after it, whatever happens */
     if (atomic_load(&S.over))
         return;
-    if (sb->buffered(sb->arg)) {
+    if (sb->buffered(sb->arg) && S.skipped < sb->skip) {
+        S.skipped++;
+        S.reprotect = true;
+    } else if (sb->buffered(sb->arg)) {
         atomic_store(&S.over, true);
         S.watched = true;
         S.hold = true;
@@ -132,7 +146,7 @@ bool lab_sb_run(const struct lab_sb *sb, void (*fn)(void *), void *fn_arg, struc
     if (sysconf(_SC_PAGESIZE) != SB_PAGE || ((uintptr_t)sb->page & (SB_PAGE - 1)) != 0)
         return false;
     S.sb = sb;
-    S.steps = S.drains = 0;
+    S.steps = S.drains = S.skipped = 0;
     S.reprotect = S.hold = S.watched = false;
     atomic_store(&S.over, sb->page == NULL);
     atomic_store(&S.foreign, false);
@@ -312,4 +326,162 @@ const char *lab_sb_unpark_unjudged(const struct lab_sb_park_result *r, const cha
         return "the owner never fell asleep while the unpark was stopped, and did not return in time: the machine "
                "is too loaded to tell";
     return NULL;
+}
+
+/* ---- lab_sb_park_race --------------------------------------------------------- */
+
+struct sb_park_race {
+    const struct lab_sb_park *sp;
+    atomic_bool fired;     /* at() ran: the owner is stopped, the unpark may go */
+    atomic_bool unparking; /* the helper is calling unpark */
+    atomic_bool unparked;  /* and it returned */
+    atomic_bool done;      /* the owner's park returned */
+    atomic_bool beyond;    /* the park slept (or ended) before its access number k */
+    atomic_int owner, helper;              /* thread ids */
+    atomic_uint_fast64_t released_ns;      /* when the stop ended */
+    atomic_uint_fast64_t returned_ns;      /* when the park returned */
+    bool helper_slept;     /* the helper was seen asleep (blocked) while the owner was stopped */
+};
+
+/* The helper: unparks once the owner is stopped; or, when the owner sleeps
+ * (20 ms seen asleep) without having been stopped, ends the watch and
+ * unparks it, so the run ends (beyond). */
+static void *sb_park_helper(void *arg)
+{
+    struct sb_park_race *st = arg;
+    atomic_store(&st->helper, (int)syscall(SYS_gettid));
+    int asleep = 0;
+    while (!atomic_load(&st->done)) {
+        if (atomic_load(&st->fired)) {
+            atomic_store(&st->unparking, true);
+            st->sp->unpark(st->sp->arg);
+            atomic_store(&st->unparked, true);
+            return NULL;
+        }
+        if (sb_asleep(atomic_load(&st->owner)) && ++asleep >= 20) {
+            /* asleep for 20 ms: in a wait, so not at a fault; no stop after this */
+            atomic_store(&S.over, true);
+            if (!atomic_load(&st->fired)) {
+                atomic_store(&st->beyond, true);
+                st->sp->unpark(st->sp->arg);
+                return NULL;
+            }
+            continue;
+        } else if (!sb_asleep(atomic_load(&st->owner))) {
+            asleep = 0;
+        }
+        sb_nap_us(1000);
+    }
+    if (!atomic_load(&st->fired))
+        atomic_store(&st->beyond, true); /* the park ended before access number k */
+    return NULL;
+}
+
+static bool sb_park_buffered(void *arg) { return !atomic_load(&((struct sb_park_race *)arg)->fired); }
+static void sb_park_drain(void *arg) { (void)arg; }
+
+/* On the stopped owner (a signal handler: async-signal-safe calls only):
+ * let the helper unpark, and wait (2 s at the most) until its unpark
+ * returned, or it is seen asleep (blocked on what the owner holds). */
+static void sb_park_at(void *arg)
+{
+    struct sb_park_race *st = arg;
+    atomic_store(&st->fired, true);
+    for (int i = 0; i < 2000 && !atomic_load(&st->unparking); i++)
+        sb_nap_us(1000);
+    for (int i = 0; i < 2000 && !atomic_load(&st->unparked); i++) {
+        if (sb_asleep(atomic_load(&st->helper))) {
+            st->helper_slept = true;
+            sb_nap_us(5000); /* settled in its wait */
+            break;
+        }
+        sb_nap_us(1000);
+    }
+    atomic_store(&st->released_ns, sb_now_ns());
+}
+
+static void sb_park_owner(void *arg)
+{
+    struct sb_park_race *st = arg;
+    st->sp->park(st->sp->arg);
+    atomic_store(&st->returned_ns, sb_now_ns());
+}
+
+bool lab_sb_park_race(const struct lab_sb_park *sp, long k, struct lab_sb_park_result *r)
+{
+    memset(r, 0, sizeof *r);
+    struct sb_park_race st;
+    memset(&st, 0, sizeof st);
+    st.sp = sp;
+    atomic_init(&st.fired, false);
+    atomic_init(&st.unparking, false);
+    atomic_init(&st.unparked, false);
+    atomic_init(&st.done, false);
+    atomic_init(&st.beyond, false);
+    atomic_init(&st.owner, (int)syscall(SYS_gettid));
+    atomic_init(&st.helper, 0);
+    atomic_init(&st.released_ns, 0);
+    atomic_init(&st.returned_ns, 0);
+    pthread_t helper;
+    if (pthread_create(&helper, NULL, sb_park_helper, &st) != 0)
+        return false;
+    while (atomic_load(&st.helper) == 0)
+        sb_nap_us(200);
+    struct lab_sb sb = { .page = sp->page, .buffered = sb_park_buffered, .drain = sb_park_drain,
+                         .at = sb_park_at, .arg = &st, .skip = k };
+    struct lab_sb_result res;
+    r->ran = lab_sb_run(&sb, sb_park_owner, &st, &res);
+    if (!r->ran)
+        sb_park_owner(&st); /* unstepped: the helper sees it sleep and unparks it */
+    atomic_store(&st.done, true);
+    pthread_join(helper, NULL);
+    bool fired = atomic_load(&st.fired);
+    r->watched = r->ran && fired;
+    r->beyond = !r->watched;
+    r->slept = st.helper_slept;
+    r->foreign = r->ran && res.foreign && !atomic_load(&st.beyond);
+    uint64_t after = atomic_load(&st.returned_ns) - atomic_load(&st.released_ns);
+    r->returned = !r->watched || after < (uint64_t)sp->wake_ms * 1000000u;
+    r->steps = res.steps;
+    r->drains = res.drains;
+    return true;
+}
+
+const char *lab_sb_park_unjudged(const struct lab_sb_park_result *r, long k, const char *what, char *note,
+                                 size_t len)
+{
+    if (r->watched)
+        snprintf(note, len, "park on %s: stopped right after its access number %ld to it (%ld instructions run), an "
+                 "unpark ran %s, and park %s", what, k + 1, r->steps,
+                 r->slept ? "until it blocked on what the stopped park held" : "to its end",
+                 r->returned ? "returned" : "slept on");
+    else
+        snprintf(note, len, "park on %s: it slept or returned before its access number %ld (%ld instructions run)",
+                 what, k + 1, r->steps);
+    if (!r->ran)
+        return "the park could not be single-stepped on this machine";
+    if (r->foreign)
+        return "another thread touched the parker's page while the park was watched: the timing could not be "
+               "forced";
+    return NULL;
+}
+
+const char *lab_sb_park_explore(struct lab_sb_park *sp, void (*fresh)(void *ctx, struct lab_sb_park *sp),
+                                void (*done)(void *ctx, struct lab_sb_park *sp), void *ctx, long max, long *k,
+                                struct lab_sb_park_result *r, const char *what, char *note, size_t len)
+{
+    const char *why = NULL;
+    for (*k = 0; *k < max; ++*k) {
+        fresh(ctx, sp);
+        if (!lab_sb_park_race(sp, *k, r)) {
+            done(ctx, sp);
+            snprintf(note, len, "could not start a thread");
+            return "could not start a thread (test machine out of resources)";
+        }
+        done(ctx, sp);
+        why = lab_sb_park_unjudged(r, *k, what, note, len);
+        if (why || r->beyond || !r->returned)
+            return why;
+    }
+    return NULL;   /* max stops, each kept the token */
 }

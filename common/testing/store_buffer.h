@@ -24,11 +24,15 @@
  *     simulated one is drained too: drain(arg), when buffered(arg);
  *   - one page, which holds one word and nothing else, is protected: the
  *     first access the thread makes to it while the store is still
- *     buffered faults, is let through, and right after that instruction the
- *     thread stops and at(arg) runs on it. There the test lets another
+ *     buffered (or the first after `skip` such accesses) faults, is let
+ *     through, and right after that instruction the thread stops and
+ *     at(arg) runs on it. There the test lets another
  *     thread run the other half of the shape (announce, look, park) before
  *     this thread goes on: the worst timing the buffer allows, forced.
  *     Accesses while nothing is buffered are let through and watched on.
+ *     Right before a system call the page is opened for that one
+ *     instruction: the kernel reads what it was given (a futex word, say)
+ *     as the thread would, where a protected page would fail the call.
  *
  * So a stretch that reads the word with a load while its store is buffered
  * shows, every run, what a real buffer shows rarely; one that drains first
@@ -51,6 +55,7 @@ struct lab_sb {
     void (*drain)(void *arg);     /* makes it visible (called on the stepped thread) */
     void (*at)(void *arg);        /* right after the first access to the page while buffered */
     void *arg;
+    long skip;                    /* accesses while buffered let through before the one at() follows */
 };
 
 struct lab_sb_result {
@@ -88,8 +93,8 @@ bool lab_sb_run(const struct lab_sb *sb, void (*fn)(void *), void *fn_arg, struc
  * (well before its own timeout): it took the token, or was woken. */
 struct lab_sb_park {
     void *page;                /* the page that holds the state word (4 KiB, aligned) */
-    void (*unpark)(void *arg); /* stepped, on the calling thread */
-    void (*park)(void *arg);   /* on a helper thread: the owner; a timed park */
+    void (*unpark)(void *arg); /* unpark race: stepped, on the calling thread; park race: on a helper */
+    void (*park)(void *arg);   /* the owner's timed park: unpark race on a helper; park race stepped */
     void *arg;
     unsigned wake_ms;          /* how long the owner's park may last: well under its timeout */
 };
@@ -99,7 +104,8 @@ struct lab_sb_park_result {
     bool watched;    /* the unpark was stopped at a plain access, and the owner let go there */
     bool slept;      /* the owner was seen asleep before the stopped unpark went on */
     bool foreign;    /* another thread touched the page while it was watched */
-    bool returned;   /* the owner's park lasted less than wake_ms */
+    bool returned;   /* the owner's park lasted less than wake_ms (lab_sb_park_race: after the stop) */
+    bool beyond;     /* lab_sb_park_race: the park slept or ended before its access number k */
     long steps, drains;
 };
 
@@ -113,5 +119,43 @@ bool lab_sb_unpark_race(const struct lab_sb_park *sp, struct lab_sb_park_result 
  * Judged, the owner either returned, or slept through the stopped unpark
  * (r->watched), or missed a token left before its park (!r->watched). */
 const char *lab_sb_unpark_unjudged(const struct lab_sb_park_result *r, const char *what, char *note, size_t len);
+
+
+/* ---- a park against an unpark, after each of the park's accesses ----------
+ *
+ * The other half of the same rule: a park must learn whether a token is
+ * there and announce its sleep as one step (a compare-exchange from EMPTY
+ * to PARKED, or both under the lock an unparker takes). A park that reads
+ * the state (a load, or a failed exchange it does not look at) and then
+ * stores PARKED overwrites a token left in between, and sleeps with it lost.
+ * Where the bug sits depends on how the park is written, so no one stop
+ * finds it: every stop does.
+ *
+ * lab_sb_park_race runs park(arg) (timed) stepped on the calling thread,
+ * the parker's page watched, and stops it right after its access number k
+ * to the page (0: the first), any kind of access. There a helper thread
+ * runs unpark(arg) to its end (or until it is seen asleep: blocked on a
+ * lock the stopped owner holds), then the park goes on. Whatever was
+ * stopped where, the park began before that unpark ended, so it must
+ * return within wake_ms of the stop's end (parker contracts: a token left
+ * during a park ends it). A park that sleeps (or returns) before its
+ * access number k is not stopped: r->beyond, and the helper unparks it
+ * then. A test runs k = 0, 1, 2, ... until a run is beyond. */
+bool lab_sb_park_race(const struct lab_sb_park *sp, long k, struct lab_sb_park_result *r);
+
+/* lab_sb_unpark_unjudged's counterpart for one run of lab_sb_park_race. */
+const char *lab_sb_park_unjudged(const struct lab_sb_park_result *r, long k, const char *what, char *note,
+                                 size_t len);
+
+/* Every stop, in turn: lab_sb_park_race for k = 0, 1, 2, ... (below max),
+ * each on a fresh parker (fresh(ctx, sp) fills sp's page and arg;
+ * done(ctx, sp) frees them; the rest of *sp is the caller's). It ends at the
+ * first run that is beyond (every stop was tried), cannot be judged, or
+ * whose park slept on. *k and *r are that run's; the note says what it
+ * saw (`what` names the parker). Returns why it cannot be judged, or NULL:
+ * then r->returned says whether every stop kept the token. */
+const char *lab_sb_park_explore(struct lab_sb_park *sp, void (*fresh)(void *ctx, struct lab_sb_park *sp),
+                                void (*done)(void *ctx, struct lab_sb_park *sp), void *ctx, long max, long *k,
+                                struct lab_sb_park_result *r, const char *what, char *note, size_t len);
 
 #endif

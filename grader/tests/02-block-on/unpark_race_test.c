@@ -59,3 +59,55 @@ LAB_TEST(parker_unpark_race, owner_parks_while_unpark_reads_the_state, 15)
     parker_release(p);
 #endif
 }
+
+/* The other half: a park that looks at the state and then announces its
+ * sleep in two steps (a load, then a store of PARKED), against an unpark
+ * made in between. Where the gap sits depends on how park is written, so
+ * every place is tried (store_buffer.h, lab_sb_park_explore): park is
+ * single-stepped on a fresh parker and stopped right after its first
+ * access to the parker, then its second, and so on, until it reaches its
+ * sleep; at each stop another thread unparks, then park goes on. A park
+ * began before that unpark, so it returns within a second every time. */
+LAB_SUITE(parker_park_race, 30);
+
+static void park_race_fresh(void *ctx, struct lab_sb_park *sp)
+{
+    (void)ctx;
+    alloc_own_pages(true);
+    struct parker *p = parker_new();
+    alloc_own_pages(false);
+    cr_assert_not_null(p, "parker_new() returned NULL: it should return a new parker");
+    sp->arg = p;
+    sp->page = (void *)((uintptr_t)p & ~(uintptr_t)4095);
+}
+
+static void park_race_done(void *ctx, struct lab_sb_park *sp)
+{
+    (void)ctx;
+    parker_release(sp->arg);
+}
+
+LAB_TEST(parker_park_race, unpark_after_every_access_of_park, 30)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("park is stopped by single-stepping with x86-64's trap flag; this machine is not x86-64");
+#else
+    struct lab_sb_park sp = { .unpark = race_unpark, .park = race_park, .wake_ms = STAGE02_RESCUE_MS / 2 };
+    struct lab_sb_park_result r;
+    long k;
+    char note[256];
+    const char *unjudged = lab_sb_park_explore(&sp, park_race_fresh, park_race_done, NULL, 200, &k, &r,
+                                               "the parker", note, sizeof note);
+    lab_note("%s", note);
+    if (unjudged)
+        lab_cannot_judge("%s", unjudged);
+    cr_assert(r.returned,
+              "parker_park_timeout(4 s) was single-stepped and stopped right after its access number %ld to the "
+              "parker; there another thread called parker_unpark(), which ended; park then went on and was still "
+              "asleep %u ms later. The park began before the unpark, so the unpark's token had to end it: it was "
+              "written between what park read of the state and what park wrote, and park wrote over it "
+              "(parker.h contracts 1 and 3). What does park's look at the state tell it about an unpark made "
+              "before its announcement lands? The next hint: make hint STAGE=2 ITEM=cross-thread-unpark",
+              k + 1, sp.wake_ms);
+#endif
+}

@@ -530,6 +530,61 @@ LAB_TEST(io_driver_race, owner_parks_while_unpark_reads_the_state, 15)
 #endif
 }
 
+/* The other half: a park that looks at the state and then announces its
+ * sleep in two steps (a load, then a store of PARKED), against an unpark
+ * made in between. Every place is tried (store_buffer.h,
+ * lab_sb_park_explore): park (4 s) is single-stepped on a fresh driver and
+ * stopped right after its first access to the driver, then its second, and
+ * so on, until it reaches epoll_wait; at each stop another thread unparks,
+ * then park goes on. The park began before that unpark: it returns within a
+ * second every time. */
+static void park_race_fresh(void *ctx, struct lab_sb_park *sp)
+{
+    struct bare *b = ctx;
+    b->r = reactor_new();
+    cr_assert_not_null(b->r, "reactor_new returned NULL");
+    alloc_own_pages(true);
+    b->io = io_driver_new(b->r);
+    alloc_own_pages(false);
+    cr_assert_not_null(b->io, "io_driver_new returned NULL");
+    b->d = io_driver_driver(b->io);
+    sp->arg = b;
+    sp->page = (void *)((uintptr_t)b->io & ~(uintptr_t)4095);
+}
+
+static void park_race_done(void *ctx, struct lab_sb_park *sp)
+{
+    (void)sp;
+    bare_free(ctx);
+}
+
+LAB_TEST(io_driver_race, unpark_after_every_access_of_park, 30)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("park is stopped by single-stepping with x86-64's trap flag; this machine is not x86-64");
+#else
+    struct bare b;
+    unsigned wake_ms = 1000u * (unsigned)LAB_TIMEOUT_SCALE;
+    struct lab_sb_park sp = { .unpark = race_unpark, .park = race_park, .wake_ms = wake_ms };
+    struct lab_sb_park_result r;
+    long k;
+    char note[256];
+    const char *unjudged = lab_sb_park_explore(&sp, park_race_fresh, park_race_done, &b, 200, &k, &r,
+                                               "the I/O driver", note, sizeof note);
+    lab_note("%s", note);
+    if (unjudged)
+        lab_cannot_judge("%s", unjudged);
+    cr_assert(r.returned,
+              "the I/O driver's park (4 s) was single-stepped and stopped right after its access number %ld to the "
+              "driver; there another thread unparked the driver, and that unpark ended; park then went on and was "
+              "still in epoll_wait %u ms later. The park began before the unpark, so the unpark's token had to end "
+              "it: it was written between what park read of the state and what park wrote, and park wrote over it "
+              "(io_driver.h contract 1). What does park's look at the state tell it about an unpark made before "
+              "its announcement lands? The next hint: make hint STAGE=6 ITEM=cross-thread-unpark",
+              k + 1, wake_ms);
+#endif
+}
+
 /* A thread parked in epoll_wait with no timeout; another thread unparks it:
  * it returns within a few ms (the eventfd). If it has not returned after
  * 2 s, the test makes a socket readable so that it does, and fails. */
