@@ -256,7 +256,10 @@ def test_ring_readers_wakes_come_from_the_ring_and_the_timers(ring_readers, tmp_
     lane = [e for e in events if e.get("tid") == tid and e["ph"] in ("B", "E", "i")]
     at = next(i for i, e in enumerate(lane) if e["name"] == "complete task 1")
     # (each executor park is two "park" slices: the time driver's park of the ring driver nests in it)
-    outer = [e for e in lane[at:] if e["ph"] == "B" and (e["name"] == "park" or e.get("cat") == "poll")]
+    # The sender's polls are left out: its timers fire when the machine lets
+    # them (seen in CI: its poll came first, on a loaded machine)
+    outer = [e for e in lane[at:] if e["ph"] == "B" and (e["name"] == "park" or e.get("cat") == "poll")
+             and e["name"] != "task 9"]
     assert [e["name"] for e in outer[:4]] == ["park"] * 4, [e["name"] for e in outer[:6]]
 
 
