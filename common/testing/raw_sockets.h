@@ -24,16 +24,22 @@ static inline void nb_socketpair(int sv[2])
 }
 
 /* A blocking client connected to 127.0.0.1:port. */
-static inline int raw_connect(uint16_t port)
+static inline int raw_connect_rcvbuf(uint16_t port, int rcvbuf)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cr_assert_geq(fd, 0, "socket failed in the test itself: %s", strerror(errno));
+    /* before connect: the window the handshake announces follows it */
+    if (rcvbuf > 0)
+        cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0, "SO_RCVBUF failed in the "
+                     "test itself: %s", strerror(errno));
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "the test's client could not connect to "
                  "127.0.0.1:%u: %s", (unsigned)port, strerror(errno));
     return fd;
 }
+
+static inline int raw_connect(uint16_t port) { return raw_connect_rcvbuf(port, 0); }
 
 /* A port on 127.0.0.1 where nothing listens (bound, then closed). */
 static inline uint16_t free_port(void)

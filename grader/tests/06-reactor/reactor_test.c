@@ -14,6 +14,7 @@
 LAB_SUITE(reactor, 10);
 LAB_SUITE(io_driver, 10);
 LAB_SUITE(io_driver_race, 15);
+LAB_SUITE(reactor_race, 10);
 
 /* A reactor and an I/O driver, no executor: the test parks by hand. */
 struct bare {
@@ -193,6 +194,79 @@ LAB_TEST(reactor, edge_during_syscall_is_kept, 5)
     cr_assert_eq(counting_waker_counts(cw).live, 1, "a waker reference leaked");
     counting_waker_free(cw);
     bare_free(&b);
+}
+
+/* The same rule, inside clear_ready: a clear that reads the word, checks
+ * the tick, and then writes the cleared word in a second step erases an
+ * edge dispatched between the two. Forced on every run
+ * (lab_sb_unpark_race, common/testing): clear_ready is single-stepped and
+ * stopped at its first plain access to the registration (its page of its
+ * own), another thread dispatches a new readable edge (a new tick), and
+ * clear_ready goes on. A clear whose first access is a read-modify-write
+ * is never stopped. */
+struct clear_race {
+    struct bare b;
+    struct io_reg *reg;
+    uint64_t token;
+    struct io_ready ev;
+};
+
+static void clear_race_clear(void *arg)
+{
+    struct clear_race *c = arg;
+    reactor_clear_ready(c->reg, c->ev);
+}
+
+static void clear_race_dispatch(void *arg)
+{
+    struct clear_race *c = arg;
+    struct epoll_event e = { .events = EPOLLIN, .data.u64 = c->token };
+    reactor_dispatch(c->b.r, &e, 1);
+}
+
+LAB_TEST(reactor_race, edge_dispatched_inside_clear_ready_is_kept, 10)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("clear_ready is stopped by single-stepping with x86-64's trap flag; this machine is not "
+                     "x86-64");
+#else
+    struct clear_race c;
+    alloc_own_pages(true);
+    bare_new(&c.b);
+    int sv[2];
+    nb_socketpair(sv);
+    c.reg = reg_of(c.b.r, sv[0]);
+    alloc_own_pages(false);
+    c.token = reactor_test_token(c.reg);
+    struct waker nw = noop_waker();
+    struct context cx = context_from_waker(&nw);
+    clear_race_dispatch(&c);
+    cr_assert_eq(reactor_poll_ready(c.reg, IO_READ, &cx, &c.ev), POLL_READY,
+                 "a registration dispatched EPOLLIN was not read-ready (reactor.h contract 3)");
+    struct lab_sb_park sp = { .page = (void *)((uintptr_t)c.reg & ~(uintptr_t)4095), .unpark = clear_race_clear,
+                              .park = clear_race_dispatch, .arg = &c, .wake_ms = 60000 };
+    struct lab_sb_park_result r;
+    cr_assert(lab_sb_unpark_race(&sp, &r), "could not start a thread (test machine out of resources)");
+    lab_note("clear_ready ran %ld instructions, %ld of them locked; %s", r.steps, r.drains,
+             r.watched ? "it was stopped at its first plain access to the registration, and the edge was "
+                         "dispatched there" : "its first access to the registration was locked: not stopped");
+    if (r.ran && r.foreign)
+        lab_cannot_judge("another thread touched the registration's page while clear_ready was stopped: the timing "
+                         "could not be forced");
+    struct io_ready after;
+    cr_assert_eq(reactor_poll_ready(c.reg, IO_READ, &cx, &after), POLL_READY,
+                 "reactor_clear_ready was single-stepped and stopped right after its first plain access to the "
+                 "registration (a read, before any read-modify-write); there another thread dispatched a new "
+                 "readable edge, and clear_ready then went on with its snapshot of the old tick. Afterwards the "
+                 "registration said not readable: the new edge was erased by a clear that had decided on the old "
+                 "word (reactor.h contract 2: only while the word carries the snapshot's tick). What can a clear "
+                 "know of the word between its read and its write? The next hint: make hint STAGE=6 "
+                 "ITEM=readiness-tick");
+    reactor_deregister(c.b.r, c.reg);
+    close(sv[0]);
+    close(sv[1]);
+    bare_free(&c.b);
+#endif
 }
 
 /* Clearing the read direction leaves writable alone, and hang-up stays. */

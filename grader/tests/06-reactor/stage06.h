@@ -50,6 +50,8 @@ struct conn {
     int peer;               /* -1 once the test closed it */
 };
 void conn_new(struct iostack *s, struct conn *c);
+/* The same, the peer's receive buffer set to rcvbuf bytes before it connects (0: the default). */
+void conn_new_rcvbuf(struct iostack *s, struct conn *c, int rcvbuf);
 void conn_free(struct conn *c);
 
 /* A thread's errand on the peer's side: after `ms`, send msg (if not NULL),

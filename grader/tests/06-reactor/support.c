@@ -55,10 +55,12 @@ struct tcp_listener *iostack_listen(struct iostack *s)
     return l;
 }
 
-void conn_new(struct iostack *s, struct conn *c)
+void conn_new(struct iostack *s, struct conn *c) { conn_new_rcvbuf(s, c, 0); }
+
+void conn_new_rcvbuf(struct iostack *s, struct conn *c, int rcvbuf)
 {
     c->l = iostack_listen(s);
-    c->peer = raw_connect(tcp_listener_port(c->l));
+    c->peer = raw_connect_rcvbuf(tcp_listener_port(c->l), rcvbuf);
     struct tcp_accept acc = tcp_accept(c->l);
     struct tcp_stream_result res = { .err = 1 };
     enum executor_status st = executor_block_on(s->ex, tcp_accept_future(&acc), &res);

@@ -44,6 +44,78 @@ LAB_TEST(tcp, round_trip, 10)
     iostack_free(&s);
 }
 
+/* A write of 4 MB, each byte distinct from its neighbours, to a peer that
+ * a thread of the test drains as fast as it can, 1,000 bytes at a time, on
+ * small socket buffers: thousands of partial sends, and between them the
+ * buffer empties at any moment. Every byte must arrive once and in its
+ * place: a write that goes on after a partial send resumes at what was
+ * not sent yet. */
+enum { DRAIN_TOTAL = 4 << 20 };
+#define DRAIN_SEED 23
+
+struct drain_peer {
+    int fd;
+    size_t got;
+    size_t bad_at;       /* the first byte out of place, or DRAIN_TOTAL */
+    unsigned char bad, want;
+};
+
+static void *drain_peer_run(void *arg)
+{
+    struct drain_peer *d = arg;
+    unsigned char buf[1000];
+    d->bad_at = DRAIN_TOTAL;
+    while (d->got < DRAIN_TOTAL) {
+        size_t want = DRAIN_TOTAL - d->got < sizeof buf ? DRAIN_TOTAL - d->got : sizeof buf;
+        ssize_t k = recv(d->fd, buf, want, 0);
+        if (k <= 0)
+            break;
+        for (ssize_t i = 0; i < k && d->bad_at == DRAIN_TOTAL; i++)
+            if (buf[i] != pattern_byte(DRAIN_SEED, d->got + (size_t)i)) {
+                d->bad_at = d->got + (size_t)i;
+                d->bad = buf[i];
+                d->want = pattern_byte(DRAIN_SEED, d->got + (size_t)i);
+            }
+        d->got += (size_t)k;
+    }
+    return NULL;
+}
+
+LAB_TEST(tcp, write_all_to_a_draining_peer_sends_each_byte_once, 10)
+{
+    struct iostack s;
+    iostack_new(&s);
+    struct conn c;
+    int small = 4096;
+    conn_new_rcvbuf(&s, &c, small);
+    setsockopt(tcp_stream_fd(c.st), SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    unsigned char *out = malloc(DRAIN_TOTAL);
+    cr_assert_not_null(out, "out of memory in the test itself");
+    for (size_t i = 0; i < DRAIN_TOTAL; i++)
+        out[i] = pattern_byte(DRAIN_SEED, i);
+    struct drain_peer d = { .fd = c.peer };
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, drain_peer_run, &d), 0, "pthread_create failed");
+    struct tcp_write wr = tcp_write_all(c.st, out, DRAIN_TOTAL);
+    ssize_t n = 0;
+    enum executor_status st = executor_block_on(s.ex, tcp_write_future(&wr), &n);
+    shutdown(tcp_stream_fd(c.st), SHUT_WR); /* the peer's reader ends, whatever came */
+    pthread_join(th, NULL);
+    free(out);
+    lab_note("4 MB written: %zd; the peer read %zu bytes", n, d.got);
+    cr_assert_eq(st, EXECUTOR_OK, "block_on(write_all of 4 MB) ended with %s", executor_status_str(st));
+    cr_assert_eq(n, (ssize_t)DRAIN_TOTAL, "write_all of %d bytes gave %zd", DRAIN_TOTAL, n);
+    cr_assert(d.bad_at == DRAIN_TOTAL,
+              "4 MB written with write_all to a peer draining them on another thread (small socket buffers: "
+              "thousands of partial sends): byte %zu arrived as %#x where byte %zu of the buffer is %#x. The "
+              "write sent some bytes twice, or out of order: after a partial send, what had already gone out was "
+              "sent again (tcp.h: a write's result counts the bytes of buf, from its start, that went out, and "
+              "write_all goes on from there)", d.bad_at, d.bad, d.bad_at, d.want);
+    cr_assert_eq(d.got, (size_t)DRAIN_TOTAL, "the peer read %zu of %d bytes (tcp.h)", d.got, DRAIN_TOTAL);
+    conn_free(&c);
+    iostack_free(&s);
+}
+
 LAB_TEST(tcp, connect_refused_is_an_error, 5)
 {
     struct iostack s;
