@@ -116,23 +116,29 @@ static void take(struct timer_wheel *w, struct timer_entry *e)
         w->occupied[e->level] &= ~(UINT64_C(1) << e->slot);
 }
 
-/* The earliest non-empty slot of `level` at or after the current one, and
- * the tick it is due at. False when the level is empty. */
+/* The earliest non-empty slot of `level` after the current one, going
+ * round, and the tick it is due at. False when the level is empty.
+ *
+ * The current slot comes last: it never holds a timer of this turn (one
+ * whose deadline shares the slot's bits with elapsed differs from it only
+ * below this level, so place filed it lower). On the top level it may hold
+ * timers of the next turn: a deadline up to a range ahead, from an elapsed
+ * past the slot's start, lands in the same slot index one turn later. */
 static bool next_in_level(const struct timer_wheel *w, int level, int *slot_out, uint64_t *when_out)
 {
     uint64_t occ = w->occupied[level];
     if (occ == 0)
         return false;
     uint64_t range = slot_range(level);
-    unsigned now_slot = (unsigned)((w->elapsed / range) & SLOT_MASK);
-    /* rotate so that the current slot is bit 0; the first set bit is the
-     * distance to the next occupied slot */
-    uint64_t rotated = now_slot ? (occ >> now_slot) | (occ << (64 - now_slot)) : occ;
-    unsigned slot = (now_slot + (unsigned)__builtin_ctzll(rotated)) & SLOT_MASK;
+    unsigned first = (unsigned)((w->elapsed / range + 1) & SLOT_MASK);
+    /* rotate so that the slot after the current one is bit 0; the first set
+     * bit is the distance to the next occupied slot */
+    uint64_t rotated = first ? (occ >> first) | (occ << (64 - first)) : occ;
+    unsigned slot = (first + (unsigned)__builtin_ctzll(rotated)) & SLOT_MASK;
     uint64_t level_range = range * TIMER_WHEEL_SLOTS;
     uint64_t level_start = w->elapsed & ~(level_range - 1);
     uint64_t when = level_start + slot * range;
-    if (when < w->elapsed)
+    if (when <= w->elapsed)
         when += level_range; /* the slot comes round in the next turn of this level */
     *slot_out = (int)slot;
     *when_out = when;

@@ -177,3 +177,42 @@ LAB_TEST(far_clock, exactly_one_range_ahead, 10)
         timer_wheel_free(w);
     }
 }
+
+/* Level 5's current slot, a turn later. On a wheel whose time is past the
+ * start of a level-5 slot (here 1.5 * 2^30 ticks, about 18.6 days), a
+ * deadline up to a range ahead can land in the current slot's index: it
+ * comes round a whole turn later, after every other slot of the level. A
+ * timer half a range ahead (slot 33) and one beyond the range (parked at
+ * the far end: the current slot's index, next turn) are armed: the next
+ * expiration is no later than the nearer one, and both fire on their
+ * ticks, the nearer first. */
+LAB_TEST(far_clock, top_level_current_slot_comes_round_last, 10)
+{
+    uint64_t start = (UINT64_C(3) << 29) * MS_NS;
+    const uint64_t ahead[] = { RANGE_NS / 2, 3 * RANGE_NS };
+    enum { M = 2 };
+    struct timer_wheel *w = timer_wheel_new(0);
+    cr_assert_not_null(w, "timer_wheel_new returned NULL");
+    struct rec_log log;
+    rec_log_init(&log, 2 * M);
+    rec_advance(w, &log, start);
+    struct rec_timer t[M];
+    uint64_t deadline[M];
+    for (int i = M - 1; i >= 0; i--) {
+        deadline[i] = start + ahead[i];
+        rec_timer_init(&t[i], &log, i, deadline[i]);
+        timer_wheel_insert(w, &t[i].entry, deadline[i]);
+    }
+    uint64_t next = timer_wheel_next_expiration(w);
+    cr_assert_leq(next, deadline[0], "a wheel at 1.5 * 2^30 ticks held a timer half a range ahead (level 5, "
+                  "slot 33) and one beyond the range (parked at the far end, in the current slot's index a turn "
+                  "later): the next expiration was now + %llu ticks, after the nearer timer's deadline (now + "
+                  "%llu ticks): the current slot was taken for the nearest (timer_wheel.h, contract 5)",
+                  (unsigned long long)((next - start) / MS_NS), (unsigned long long)(ahead[0] / MS_NS));
+    unsigned jumps = rec_run_to_empty(w, &log, 10000);
+    cr_assert_eq(timer_wheel_len(w), 0, "after %u jumps to the next expiration, %zu timers were still armed", jumps,
+                 timer_wheel_len(w));
+    expect_fired_on_time(&log, deadline, 0, M, "(a wheel at 1.5 * 2^30 ticks: half a range ahead, and beyond it)");
+    rec_log_free(&log);
+    timer_wheel_free(w);
+}
