@@ -994,6 +994,56 @@ LAB_TEST(shutdown, pending_parked_and_queued, 20)
                  (unsigned long long)c.allocs, (unsigned long long)c.frees);
 }
 
+/* Two pending tasks, each holding the other's waker (a channel's two ends,
+ * say), whose drop wakes the other: at shutdown, dropping the first task's
+ * future queues the second, which is still to be shut down. That queue
+ * entry is a reference too: the runtime must give it back after every
+ * future is dropped, not before (runtime.h contract 6). */
+struct wake_other {
+    struct slot *own, *other;
+    atomic_uint *polled;
+};
+
+static enum poll wake_other_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct wake_other *f = self;
+    slot_store(f->own, cx);
+    atomic_fetch_add(f->polled, 1);
+    return POLL_PENDING;
+}
+static void wake_other_drop(void *self) { slot_wake(((struct wake_other *)self)->other); }
+static const struct future_vtable wake_other_vt =
+    FUTURE_VTABLE_INIT(struct wake_other, 0, wake_other_poll, wake_other_drop);
+
+static bool both_polled(void *arg) { return atomic_load((atomic_uint *)arg) >= 2; }
+
+LAB_TEST(shutdown, a_dropped_future_wakes_another_task, 10)
+{
+    alloc_count_start();
+    struct ws_runtime *rt = new_runtime(2);
+    struct slot a, b;
+    slot_init(&a);
+    slot_init(&b);
+    atomic_uint polled;
+    atomic_init(&polled, 0);
+    struct wake_other fa = { .own = &a, .other = &b, .polled = &polled };
+    struct wake_other fb = { .own = &b, .other = &a, .polled = &polled };
+    join_handle_drop(ws_spawn(rt, future_of(&wake_other_vt, &fa), NULL));
+    join_handle_drop(ws_spawn(rt, future_of(&wake_other_vt, &fb), NULL));
+    cr_assert(wait_until(both_polled, &polled, RESCUE_MS), "two spawned tasks were not both polled within %u ms",
+              RESCUE_MS);
+    ws_runtime_free(rt);
+    slot_destroy(&a); /* the wakers the tasks left: their last references */
+    slot_destroy(&b);
+    struct alloc_counts c = alloc_count_stop();
+    cr_assert_eq(c.allocs, c.frees, "two pending tasks each held the other's waker and woke it when dropped: at "
+                 "ws_runtime_free, dropping the first future queued the second task, and after the runtime and "
+                 "every waker were gone %llu allocations had %llu frees: that queue entry's reference was never "
+                 "given back. When can a queue still be filled while the runtime shuts down? (runtime.h "
+                 "contract 6)", (unsigned long long)c.allocs, (unsigned long long)c.frees);
+}
+
 /* ---- the driver: timers fire while the workers idle --------------------------------------- */
 
 #include "parker.h"
