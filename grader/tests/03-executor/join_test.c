@@ -1,6 +1,8 @@
 /* join_test.c - stage 03: the join handle: output, waker, detach, and the
  * races between the handle's waker and the task's completion. */
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -576,4 +578,76 @@ LAB_TEST(join_race, register_after_completion, 30)
     for (int i = 0; i < 2; i++)
         counting_waker_free(p.cw[i]);
     executor_free(ex);
+}
+
+/* The last reference given back by a thread that never synchronised with
+ * the one that read the task last: a joiner thread takes the output out of
+ * the task (a plain read of the task's memory) and drops its handle; then
+ * this thread, which only ever saw a relaxed flag from it, drops the last
+ * waker of the task, and frees it. Nothing orders the joiner's read before
+ * the free but the reference count: the decrement that reaches zero must
+ * acquire what every earlier one released (task_state.h: acq_rel), or the
+ * free is a data race with that read. ThreadSanitizer's lane judges it
+ * (the races item); elsewhere it runs as a plain check of the output. */
+LAB_SUITE(free_race, 10);
+
+struct held_waker_task {
+    struct waker *held;
+    uint64_t value;
+};
+
+static enum poll held_waker_poll(void *self, struct context *cx, void *out)
+{
+    struct held_waker_task *f = self;
+    *f->held = waker_clone(cx->waker); /* +1: outlives the task's completion */
+    *(uint64_t *)out = f->value;
+    return POLL_READY;
+}
+static const struct future_vtable held_waker_vt =
+    FUTURE_VTABLE_INIT(struct held_waker_task, sizeof(uint64_t), held_waker_poll, NULL);
+
+struct late_joiner {
+    struct join_handle *jh;
+    atomic_int *run_done, *joined; /* relaxed only: no ordering between the two threads */
+    uint64_t got;
+    enum join_status js;
+};
+
+static void *late_joiner_main(void *arg)
+{
+    struct late_joiner *j = arg;
+    while (!atomic_load_explicit(j->run_done, memory_order_relaxed))
+        sched_yield();
+    struct waker nw = noop_waker();
+    struct context cx = context_from_waker(&nw);
+    while (join_handle_poll(j->jh, &cx, &j->got, &j->js) == POLL_PENDING)
+        sched_yield();
+    join_handle_drop(j->jh);
+    atomic_store_explicit(j->joined, 1, memory_order_relaxed);
+    return NULL;
+}
+
+LAB_TEST(free_race, last_reference_dropped_after_an_unsynchronised_join, 10)
+{
+    struct executor *ex = new_executor();
+    struct waker held;
+    struct held_waker_task f = { .held = &held, .value = 4242 };
+    struct join_handle *jh = executor_spawn(ex, future_of(&held_waker_vt, &f), NULL);
+    cr_assert_not_null(jh, "executor_spawn returned NULL");
+    atomic_int run_done, joined;
+    atomic_init(&run_done, 0);
+    atomic_init(&joined, 0);
+    struct late_joiner j = { .jh = jh, .run_done = &run_done, .joined = &joined, .js = JOIN_CANCELLED };
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, late_joiner_main, &j), 0, "pthread_create failed");
+    enum executor_status st = executor_run(ex);
+    atomic_store_explicit(&run_done, 1, memory_order_relaxed);
+    while (!atomic_load_explicit(&joined, memory_order_relaxed))
+        sched_yield();
+    waker_drop(&held); /* the last reference: the task is freed here */
+    pthread_join(th, NULL);
+    executor_free(ex);
+    cr_assert_eq(st, EXECUTOR_OK, "executor_run ended with %s", executor_status_str(st));
+    cr_assert_eq(j.js, JOIN_OK, "the join handle said cancelled for a task that completed");
+    cr_assert_eq(j.got, 4242u, "joined %llu, not the task's output 4242", (unsigned long long)j.got);
 }
