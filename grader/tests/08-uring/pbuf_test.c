@@ -249,6 +249,69 @@ LAB_TEST(pbuf, bytes_kept_until_taken, 10)
     tiny_free(r, sv, id);
 }
 
+/* For park_until: at most max bytes wait in the socket. */
+struct inq_max {
+    int fd;
+    int max;
+};
+static bool inq_at_most(void *arg)
+{
+    struct inq_max *a = arg;
+    int n = inq(a->fd);
+    return n >= 0 && n <= a->max;
+}
+
+/* The kernel's receive still submitted while a buffer is taken one byte a
+ * poll: a buffer back in the kernel's ring before its last byte is taken
+ * is one the next send fills, on every run. Round k: four bytes into one
+ * buffer (the other still in the kernel's ring), k of them taken, then
+ * eight more sent, as many as both buffers hold: the kernel fills every
+ * buffer in its ring, and finds the first there only if it went back. */
+LAB_TEST(pbuf, rest_kept_while_receive_runs, 10)
+{
+    int sv[2];
+    ring_op_id id = 0;
+    struct ring *r = tiny_receive(sv, &id);
+    /* 36 bytes, none twice: a byte out of its place says which send it came from */
+    static const char sent[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    enum { ROUND = 12 };
+    for (int k = 1; k <= 3; k++) {
+        const char *want = sent + (k - 1) * ROUND;
+        char out[ROUND];
+        send_taken(r, sv[1], sv[0], want, 4); /* into a buffer; its CQE dispatched */
+        /* k bytes, one a poll and a park after each: the other buffer still the kernel's */
+        size_t got = take(r, id, out, (size_t)k, 1);
+        cr_assert_eq(got, (size_t)k, "round %d: a 4-byte message received, and %zu of its first %d bytes came "
+                     "after 2 s of polls taking one byte each (ring.h contract 6)", k, got, k);
+        cr_assert(raw_send_all(sv[1], want + 4, 8), "the test's peer could not send");
+        struct inq_max a = { .fd = sv[0], .max = 4 };
+        park_until(r, inq_at_most, &a); /* the kernel took at least one buffer's worth */
+        for (int i = 0; i < 4; i++)
+            driver_park(ring_driver(r), 0);
+        got += take(r, id, out + got, ROUND - got, 1);
+        for (size_t i = 0; i < got; i++) {
+            if (out[i] == want[i])
+                continue;
+            const char *from = memchr(sent, out[i], sizeof sent - 1);
+            long at = from ? (long)(from - want) : -1; /* its place in this round */
+            cr_assert(i >= 4 || at < 4, "round %d: the receive handed out \"%.*s\" where \"%.*s\" was sent: byte %zu "
+                      "of the first message is '%c', byte %ld of the 8 bytes sent after %d of its 4 bytes had been "
+                      "taken. The kernel wrote the later bytes into the buffer that held the first message while "
+                      "the rest of it was still to be taken: was that buffer back in the kernel's ring before "
+                      "every byte of it had been copied out? (ring.h contract 6) The next hint: make hint STAGE=8 "
+                      "ITEM=buffer-lent", k, (int)got, out, ROUND, want, i + 1, out[i], at - 3, k);
+            cr_assert_fail("round %d: the receive handed out \"%.*s\" where \"%.*s\" was sent (byte %zu is '%c', "
+                           "expected '%c'): bytes out of their order, twice, or not the peer's, taken one byte a poll "
+                           "(ring.h contract 6). The next hint: make hint STAGE=8 ITEM=buffer-lent", k, (int)got, out,
+                           ROUND, want, i, out[i], want[i]);
+        }
+        cr_assert_eq(got, (size_t)ROUND, "round %d: %zu of %d bytes received after 2 s, one byte a poll: the "
+                     "kernel ran out of buffers and the receive was not submitted again? (ring.h contract 6)", k,
+                     got, (int)ROUND);
+    }
+    tiny_free(r, sv, id);
+}
+
 LAB_TEST(pbuf, enobufs_rearms, 10)
 {
     int sv[2];

@@ -362,3 +362,56 @@ LAB_TEST(ring_driver_race, owner_parks_while_unpark_reads_the_state, 15)
     ring_free_checked(r);
 #endif
 }
+
+/* The other half: a park that looks at the state and then announces its
+ * sleep in two steps (a load, then a store of PARKED), against an unpark
+ * made in between. Every place is tried (store_buffer.h,
+ * lab_sb_park_explore): park (4 s) is single-stepped on a fresh ring and
+ * stopped right after its first access to the ring, then its second, and
+ * so on, until it reaches io_uring_enter; at each stop another thread
+ * unparks, then park goes on. The park began before that unpark: it
+ * returns within a second every time. A ring freed does not go back to the
+ * test's pool (uring_guard.c): the places tried are at most as many as the
+ * pool has rings of 8 (64; the reference's park reaches io_uring_enter
+ * after 17 accesses to the ring at -O2, 18 at -O0). */
+static void park_race_fresh(void *ctx, struct lab_sb_park *sp)
+{
+    (void)ctx;
+    alloc_own_pages(true);
+    struct ring *r = ring_or_skip(8, 16);
+    alloc_own_pages(false);
+    sp->arg = r;
+    sp->page = (void *)((uintptr_t)r & ~(uintptr_t)4095);
+}
+
+static void park_race_done(void *ctx, struct lab_sb_park *sp)
+{
+    (void)ctx;
+    ring_free_checked(sp->arg);
+}
+
+LAB_TEST(ring_driver_race, unpark_after_every_access_of_park, 30)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("park is stopped by single-stepping with x86-64's trap flag; this machine is not x86-64");
+#else
+    require_io_uring();
+    struct lab_sb_park sp = { .unpark = race_unpark, .park = race_park, .wake_ms = UNPARK_DEADLINE_MS };
+    struct lab_sb_park_result r;
+    long k;
+    char note[256];
+    const char *unjudged = lab_sb_park_explore(&sp, park_race_fresh, park_race_done, NULL, uring_pool_left(8), &k,
+                                               &r, "the ring", note, sizeof note);
+    lab_note("%s", note);
+    if (unjudged)
+        lab_cannot_judge("%s", unjudged);
+    cr_assert(r.returned,
+              "the ring's park (4 s) was single-stepped and stopped right after its access number %ld to the "
+              "ring; there another thread unparked the ring, and that unpark ended; park then went on and was "
+              "still in io_uring_enter %u ms later. The park began before the unpark, so the unpark's token had "
+              "to end it: it was written between what park read of the state and what park wrote, and park wrote "
+              "over it (ring.h contract 4). What does park's look at the state tell it about an unpark made "
+              "before its announcement lands? The next hint: make hint STAGE=8 ITEM=cross-thread-unpark",
+              k + 1, (unsigned)UNPARK_DEADLINE_MS);
+#endif
+}

@@ -41,6 +41,10 @@ void require_multishot_recv(void);
 struct ring *ring_or_skip(unsigned sq_entries, unsigned max_ops);
 /* Asserts that no operation is left (orphans included), then frees. */
 void ring_free_checked(struct ring *r);
+/* Rings of `entries` the stage's code can still set up in this test: each
+ * comes from a pool made before the test began (uring_guard.c), and a
+ * ring freed does not go back to it. */
+unsigned uring_pool_left(unsigned entries);
 /* True when no operation is in the slab (cond for park_until). */
 bool ring_idle(void *ring);
 /* park(0) until cond(arg) or about 2 s (scaled) of parks; the parks made. */
