@@ -215,8 +215,9 @@ def _executable(directive):
     """Whether the section a .section/.pushsection line (or a bare .text,
     .data, .bss) switches to holds code: named .text*, or flagged x."""
     parts = directive.split(None, 1)
-    if parts[0] in (".text", ".data", ".bss"):
-        return parts[0] == ".text"
+    keyword = parts[0].lower()
+    if keyword in (".text", ".data", ".bss"):
+        return keyword == ".text"
     args = parts[1] if len(parts) > 1 else ""
     name = args.split(",", 1)[0].strip().strip('"')
     flags = re.search(r',\s*"([^"]*)"', args)
@@ -232,7 +233,8 @@ def check_assembly(text, source_name, variant):
         stripped = line.strip()
         if stripped.startswith("#APP"):
             raise Refused(f"{where}: inline assembly is not allowed in this lab")
-        word = stripped.split(None, 1)[0] if stripped else ""
+        # as reads directives and mnemonics in any case (.INCBIN, .TEXT, RDTSC)
+        word = stripped.split(None, 1)[0].lower() if stripped else ""
         if word in (".text", ".data", ".bss", ".section", ".pushsection"):
             if word == ".pushsection":
                 stack.append(executable)
@@ -241,7 +243,7 @@ def check_assembly(text, source_name, variant):
             previous, executable = executable, stack.pop() if stack else False
         elif word == ".previous":
             previous, executable = executable, previous
-        elif executable and (word.lower() in DATA or word.lower().startswith(".dc.")):
+        elif executable and (word in DATA or word.startswith(".dc.")):
             raise Refused(f"{where}: data ({word}) in a section of code: bytes placed where instructions run "
                           "(a section attribute put them there); the lab's code is C, compiled")
         if word in ("rdtsc", "rdtscp", "rdpid", "rdrand", "rdseed", "cpuid", "syscall", "sysenter", "int",
@@ -262,7 +264,8 @@ def check_assembly(text, source_name, variant):
                           "sections (no __attribute__((section)), no constructors)")
         if section is not None and TSAN_CTOR.match(section) and word == ".quad" and not TSAN_CTOR_ENTRY.match(line):
             raise Refused(f"{where}: a constructor that is not the sanitizer's own")
-        if word == ".type" and ("gnu_indirect_function" in stripped or "gnu_unique_object" in stripped):
+        if word == ".type" and any(k in stripped.lower() for k in ("gnu_indirect_function", "stt_gnu_ifunc",
+                                                                   "gnu_unique_object", "stt_gnu_unique")):
             raise Refused(f"{where}: an ifunc or unique symbol ({stripped[:60]}): its resolver would run before "
                           "any test")
 
@@ -438,8 +441,14 @@ class Allowed:
 
     @property
     def digest(self):
-        h = hashlib.sha256(" ".join(sorted(self.defines)).encode() + b"|" + " ".join(sorted(self.uses)).encode())
+        """Names a gate verdict kept beside an object: this allowlist, read
+        by this gate's code (a stricter gate judges every object again)."""
+        h = hashlib.sha256(" ".join(sorted(self.defines)).encode() + b"|" + " ".join(sorted(self.uses)).encode()
+                           + b"|" + _GATE_CODE)
         return h.hexdigest()[:12]
+
+
+_GATE_CODE = hashlib.sha256(pathlib.Path(__file__).read_bytes()).digest()
 
 
 def allowed(reference_objs, earlier_objs, common_objs, kept_dir=None):

@@ -146,12 +146,20 @@ def machine_code_in_a_section_flagged_executable(tree):
                   "static void (*keep_rwx)(void) __attribute__((used)) = run_rwx;\n")
 
 
+def directive_in_capitals(tree):
+    """as reads directives and mnemonics in any case: .INCBIN is .incbin,
+    .TEXT is .text, RDTSC is rdtsc (seen by a reading of the gate, not yet by
+    a student)."""
+    _append(tree, '\n__attribute__((section(".data\\n.INCBIN \\"/usr/include/stdio.h\\"\\n#"), used))\n'
+                  'static int blob2 = 1;\n')
+
+
 ATTACKS = [criterion_override, forged_end, constructor, include_reference, include_dev_zero, symlink_reference,
            symlinked_stage_folder,
            inline_asm, hide_from_tsan, reads_environment, incbin_behind_a_line_marker, directive_in_a_section_name,
            ifunc_resolver, times_the_forcing_hooks, reads_the_cycle_counter, reads_the_flags_word,
            anchors_on_the_harness_data, out_of_the_sanitizers_sight, machine_code_in_the_text_section,
-           machine_code_in_a_section_flagged_executable]
+           machine_code_in_a_section_flagged_executable, directive_in_capitals]
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])
