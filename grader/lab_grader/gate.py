@@ -441,14 +441,8 @@ class Allowed:
 
     @property
     def digest(self):
-        """Names a gate verdict kept beside an object: this allowlist, read
-        by this gate's code (a stricter gate judges every object again)."""
-        h = hashlib.sha256(" ".join(sorted(self.defines)).encode() + b"|" + " ".join(sorted(self.uses)).encode()
-                           + b"|" + _GATE_CODE)
+        h = hashlib.sha256(" ".join(sorted(self.defines)).encode() + b"|" + " ".join(sorted(self.uses)).encode())
         return h.hexdigest()[:12]
-
-
-_GATE_CODE = hashlib.sha256(pathlib.Path(__file__).read_bytes()).digest()
 
 
 def allowed(reference_objs, earlier_objs, common_objs, kept_dir=None):

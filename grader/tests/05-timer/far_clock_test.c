@@ -207,7 +207,8 @@ LAB_TEST(far_clock, top_level_current_slot_comes_round_last, 10)
     cr_assert_leq(next, deadline[0], "a wheel at 1.5 * 2^30 ticks held a timer half a range ahead (level 5, "
                   "slot 33) and one beyond the range (parked at the far end, in the current slot's index a turn "
                   "later): the next expiration was now + %llu ticks, after the nearer timer's deadline (now + "
-                  "%llu ticks): the current slot was taken for the nearest (timer_wheel.h, contract 5)",
+                  "%llu ticks). Which slot of a level can hold a timer of the next turn, and when does it come round? "
+                  "(timer_wheel.h, contract 5)",
                   (unsigned long long)((next - start) / MS_NS), (unsigned long long)(ahead[0] / MS_NS));
     unsigned jumps = rec_run_to_empty(w, &log, 10000);
     cr_assert_eq(timer_wheel_len(w), 0, "after %u jumps to the next expiration, %zu timers were still armed", jumps,

@@ -243,6 +243,9 @@ LAB_TEST(reactor_race, edge_dispatched_inside_clear_ready_is_kept, 10)
     clear_race_dispatch(&c);
     cr_assert_eq(reactor_poll_ready(c.reg, IO_READ, &cx, &c.ev), POLL_READY,
                  "a registration dispatched EPOLLIN was not read-ready (reactor.h contract 3)");
+    /* the unpark race's two roles, for another pair: the stepped side (here
+     * the clear) and the side let go at its stop (the dispatch); no park,
+     * so its time bound (wake_ms) is not read here */
     struct lab_sb_park sp = { .page = (void *)((uintptr_t)c.reg & ~(uintptr_t)4095), .unpark = clear_race_clear,
                               .park = clear_race_dispatch, .arg = &c, .wake_ms = 60000 };
     struct lab_sb_park_result r;

@@ -108,9 +108,8 @@ LAB_TEST(tcp, write_all_to_a_draining_peer_sends_each_byte_once, 10)
     cr_assert(d.bad_at == DRAIN_TOTAL,
               "4 MB written with write_all to a peer draining them on another thread (small socket buffers: "
               "thousands of partial sends): byte %zu arrived as %#x where byte %zu of the buffer is %#x. The "
-              "write sent some bytes twice, or out of order: after a partial send, what had already gone out was "
-              "sent again (tcp.h: a write's result counts the bytes of buf, from its start, that went out, and "
-              "write_all goes on from there)", d.bad_at, d.bad, d.bad_at, d.want);
+              "write sent some bytes twice, or out of order. After a partial send, where in buf does the next send "
+              "start, and what does the count a write returns say went out? (tcp.h)", d.bad_at, d.bad, d.bad_at, d.want);
     cr_assert_eq(d.got, (size_t)DRAIN_TOTAL, "the peer read %zu of %d bytes (tcp.h)", d.got, DRAIN_TOTAL);
     conn_free(&c);
     iostack_free(&s);
