@@ -289,8 +289,10 @@ struct ws_runtime *ws_runtime_new(unsigned workers, struct driver driver)
     if (!rt)
         return NULL;
     memset(rt, 0, sizeof *rt);
-    size_t bytes = (sizeof(struct ws_worker) * workers + 63) / 64 * 64;
-    rt->workers = aligned_alloc(64, bytes);
+    /* aligned: each LIFO slot has a page of its own (runtime_given.h); the
+     * struct's size is a multiple of its alignment */
+    size_t bytes = sizeof(struct ws_worker) * workers;
+    rt->workers = aligned_alloc(_Alignof(struct ws_worker), bytes);
     if (!rt->workers) {
         free(rt);
         return NULL;
@@ -539,3 +541,7 @@ size_t ws_test_live_tasks(struct ws_runtime *rt)
 struct deque *ws_test_own_deque(void) { return current ? &current->deque : NULL; }
 
 void *ws_test_idle_page(struct ws_runtime *rt) { return (void *)&rt->idle_state; }
+void *ws_test_lifo_page(struct ws_runtime *rt, unsigned worker)
+{
+    return worker < rt->nworkers ? (void *)&rt->workers[worker].lifo : NULL;
+}

@@ -143,5 +143,10 @@ struct deque *ws_test_own_deque(void);
  * protecting the page. */
 #define WS_TEST_IDLE_PAGE 4096
 void *ws_test_idle_page(struct ws_runtime *rt);
+/* The page that holds worker i's LIFO slot (an _Atomic(struct task *)) and
+ * nothing else, aligned to WS_TEST_LIFO_PAGE: a test watches every access to
+ * the slot, and may empty it as a searcher would (an exchange with NULL). */
+#define WS_TEST_LIFO_PAGE 4096
+void *ws_test_lifo_page(struct ws_runtime *rt, unsigned worker);
 
 #endif

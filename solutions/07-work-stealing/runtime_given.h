@@ -52,9 +52,10 @@ struct ws_worker {
     struct deque deque;               /* first: aligned to 64 */
     /* the LIFO slot: one queue reference, or NULL; filled by its worker,
      * emptied by anyone. A line of its own: searchers read it, and must not
-     * take the line of the worker's own fields below with it. */
-    _Alignas(64) _Atomic(struct task *) lifo;
-    _Alignas(64) struct ws_runtime *rt;
+     * take the line of the worker's own fields below with it. A page of its
+     * own, too, so that a test sees every access to it (ws_test_lifo_page). */
+    _Alignas(WS_TEST_LIFO_PAGE) _Atomic(struct task *) lifo;
+    _Alignas(WS_TEST_LIFO_PAGE) struct ws_runtime *rt;
     unsigned index;
     /* own */
     unsigned tick;                    /* tasks taken so far (fairness) */

@@ -28,6 +28,7 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "stage07.h"
@@ -36,11 +37,13 @@
 #include "explore.h"
 #include "still_clock.h"
 #include "store_buffer.h"
+#include "task.h"
 
 LAB_SUITE(chan_rules, 10);
 LAB_SUITE(mutex_rules, 10);
 LAB_SUITE(budget_rules, 10);
 LAB_SUITE(idle_rules, 10);
+LAB_SUITE(lifo_rules, 10);
 
 /* ---- the latest waker, in the bounded channel ------------------------------------- */
 
@@ -774,5 +777,220 @@ LAB_TEST(idle_rules, notify_reads_the_idle_word_past_a_store_buffer, 15)
     lab_cannot_judge("the push was made visible (the buffer drained) before the notify read the idle word, and "
                      "yet the task did not run on worker %d in 2 s: the machine is too loaded, or the worker "
                      "going to sleep lost it (recheck-before-sleep judges that side)", st.held);
+#endif
+}
+
+/* ---- the LIFO slot's queue entry is taken once ------------------------------------
+ *
+ * The slot holds one queue reference: filled by its worker, emptied by
+ * anyone (a searcher, a sleeper's watch). A wake that fills a full slot
+ * must learn which task it displaces and put its own there as one step. A
+ * fill that reads the slot and then writes it has a window between the two:
+ * a searcher that empties the slot there takes the task the fill read, and
+ * the fill then queues that task again (the displaced one goes to the
+ * deque): two queue entries, two runs. Where the window sits depends on how
+ * the fill is written, so no one stop finds it: every stop does.
+ *
+ *   - one worker, so no searcher of the runtime's own touches the slot;
+ *     tasks A and B wait, their wakers kept;
+ *   - a task wakes A (into the empty slot), then wakes B under lab_sb_run:
+ *     single-stepped, the slot alone on its page (ws_test_lifo_page),
+ *     stopped right after its access number k to the slot, any kind;
+ *   - there the test empties the slot as a searcher does (an exchange with
+ *     NULL) and keeps the queue entry it took;
+ *   - the wake goes on; the worker runs what is queued and goes to sleep.
+ * Whatever stop, A and B each have exactly one queue entry: the one the
+ * test holds is not run meanwhile, the other is run once. k = 0, 1, ...
+ * until the wake ends before its access number k. */
+#define LIFO_RULES_MAX_STOPS 32
+
+struct lifo_fill {
+    struct ws_runtime *rt;
+    struct slot waker[2];    /* A's and B's */
+    atomic_uint polls[2];
+    atomic_bool finish;      /* A and B complete at their next poll */
+    long k;                  /* stop after the wake's access number k to the slot */
+    _Atomic(struct task *) *slot;
+    bool stopped;            /* at() ran */
+    struct task *taken;      /* what the test took from the slot there */
+    bool ran;                /* lab_sb_run could run */
+    struct lab_sb_result sb;
+    int worker;
+};
+
+static enum poll lifo_waiter(struct lifo_fill *f, int me, struct context *cx)
+{
+    atomic_fetch_add(&f->polls[me], 1);
+    if (atomic_load(&f->finish))
+        return POLL_READY;
+    slot_store(&f->waker[me], cx);
+    return POLL_PENDING;
+}
+static enum poll step_lifo_a(void *arg, struct context *cx, unsigned nth)
+{
+    (void)nth;
+    return lifo_waiter(arg, 0, cx);
+}
+static enum poll step_lifo_b(void *arg, struct context *cx, unsigned nth)
+{
+    (void)nth;
+    return lifo_waiter(arg, 1, cx);
+}
+
+static bool lifo_buffered(void *arg) { return !((struct lifo_fill *)arg)->stopped; }
+static void lifo_drain(void *arg) { (void)arg; }
+
+/* On the stopped worker (in the SIGTRAP handler): a searcher's take. */
+static void lifo_take(void *arg)
+{
+    struct lifo_fill *f = arg;
+    f->stopped = true;
+    /* acquire: pairs with the fill's release, as a searcher's exchange does */
+    f->taken = atomic_exchange_explicit(f->slot, NULL, memory_order_acquire);
+}
+
+static void lifo_wake_b(void *arg) { slot_wake(&((struct lifo_fill *)arg)->waker[1]); }
+
+static enum poll step_lifo_filler(void *arg, struct context *cx, unsigned nth)
+{
+    (void)cx;
+    (void)nth;
+    struct lifo_fill *f = arg;
+    f->worker = ws_current_worker();
+    f->slot = ws_test_lifo_page(f->rt, (unsigned)f->worker);
+    if (!f->slot)
+        return POLL_READY;
+    slot_wake(&f->waker[0]); /* A: into the empty slot */
+    struct lab_sb sb = { .page = (void *)f->slot, .buffered = lifo_buffered, .drain = lifo_drain,
+                         .at = lifo_take, .arg = f, .skip = f->k };
+    f->ran = lab_sb_run(&sb, lifo_wake_b, f, &f->sb);
+    return POLL_READY;
+}
+
+static bool lifo_both_waiting(void *arg)
+{
+    struct lifo_fill *f = arg;
+    return atomic_load(&f->polls[0]) >= 1 && atomic_load(&f->polls[1]) >= 1;
+}
+
+/* Which of A and B the task t is (its stored waker's task), or -1. */
+static int lifo_which(struct lifo_fill *f, struct task *t)
+{
+    int who = -1;
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_lock(&f->waker[i].lock);
+        if (f->waker[i].w.vtable && task_of_waker(&f->waker[i].w, t->scheduler) == t)
+            who = i;
+        pthread_mutex_unlock(&f->waker[i].lock);
+    }
+    return who;
+}
+
+struct lifo_expect {
+    struct lifo_fill *f;
+    unsigned want[2];
+};
+
+static bool lifo_polled_as_expected(void *arg)
+{
+    struct lifo_expect *e = arg;
+    return atomic_load(&e->f->polls[0]) >= e->want[0] && atomic_load(&e->f->polls[1]) >= e->want[1];
+}
+
+/* One stop: fills *f; a failed assertion ends the test. Returns false when
+ * the wake ended before its access number k (every stop was tried). */
+static bool lifo_fill_once(long k, char *note, size_t len)
+{
+    struct lifo_fill f;
+    memset(&f, 0, sizeof f);
+    f.k = k;
+    f.worker = -1;
+    f.rt = new_runtime(1);
+    slot_init(&f.waker[0]);
+    slot_init(&f.waker[1]);
+    struct join_handle *a = spawn_step(f.rt, step_lifo_a, &f);
+    struct join_handle *b = spawn_step(f.rt, step_lifo_b, &f);
+    cr_assert(wait_until(lifo_both_waiting, &f, RESCUE_MS), "two spawned tasks were not polled within 3 s");
+    cr_assert(join_within(spawn_step(f.rt, step_lifo_filler, &f), RESCUE_MS),
+              "a task that wakes two waiting tasks never finished");
+    if (!f.slot)
+        lab_cannot_judge("ws_test_lifo_page gave no slot for worker %d", f.worker);
+    if (!f.ran)
+        lab_cannot_judge("stopping the wake after an access to the slot needs single-stepping and a protected "
+                         "page, which this machine refused");
+    if (f.sb.foreign)
+        lab_cannot_judge("another thread touched the LIFO slot while the wake was watched: the timing could not "
+                         "be forced");
+    if (!f.stopped) {
+        snprintf(note, len, "the wake that displaced A made %ld access%s to the slot (%ld instructions run); "
+                 "after each, the slot was emptied as a searcher empties it, and A and B each had one queue "
+                 "entry", k, k == 1 ? "" : "es", f.sb.steps);
+        atomic_store(&f.finish, true);
+        slot_wake(&f.waker[0]);
+        slot_wake(&f.waker[1]);
+        cr_assert(join_within(a, RESCUE_MS) && join_within(b, RESCUE_MS), "the two woken tasks never finished");
+        ws_runtime_free(f.rt);
+        slot_destroy(&f.waker[0]);
+        slot_destroy(&f.waker[1]);
+        return false;
+    }
+    int x = f.taken ? lifo_which(&f, f.taken) : -1;
+    cr_assert(!f.taken || x >= 0, "the LIFO slot held a task that is neither of the two woken ones");
+    /* x's only entry is the test's now: the other runs once, x not at all */
+    struct lifo_expect e = { &f, { 2, 2 } };
+    if (x >= 0)
+        e.want[x] = 1;
+    bool ran = wait_until(lifo_polled_as_expected, &e, RESCUE_MS);
+    wait_sleepers(f.rt, 1, RESCUE_MS); /* asleep 50 ms: nothing left queued */
+    unsigned pa = atomic_load(&f.polls[0]) - 1, pb = atomic_load(&f.polls[1]) - 1;
+    const char *names = "AB";
+    if (x >= 0)
+        cr_assert(atomic_load(&f.polls[x]) == 1, "worker %d woke B from inside a task while A sat in its LIFO "
+                  "slot. The wake was stopped right after its access number %ld to the slot (%ld instructions "
+                  "run), and there the slot was emptied as a searcher empties it (an exchange with NULL), which "
+                  "took %c's queue entry. The wake then went on, and the worker polled %c again while that entry "
+                  "was still the searcher's: %c had two queue entries (polls after the wakes: A %u, B %u). The slot is filled by its worker and emptied by anyone; between the fill's first look "
+                  "at the slot and its last write to it, what can another thread do to what is there, and which "
+                  "single access both learns what it displaces and puts the new task in (runtime.h contract 1)? "
+                  "The next hint: make hint STAGE=7 ITEM=lifo-taken-once", f.worker, k + 1, f.sb.steps,
+                  names[x], names[x], names[x], pa, pb);
+    cr_assert(ran, "worker %d woke B from inside a task while A sat in its LIFO slot. The wake was stopped right "
+              "after its access number %ld to the slot, and there the slot was emptied as a searcher empties it, "
+              "which took %s. After the wake, the worker %s in 3 s (A polled %u times after the wakes, B %u): "
+              "a queue entry was lost. Where does the task a fill displaces go, and what if the slot was emptied "
+              "meanwhile (runtime.h contract 1)? The next hint: make hint STAGE=7 ITEM=lifo-taken-once",
+              f.worker, k + 1, x >= 0 ? (x ? "B's entry" : "A's entry") : "nothing (it was empty)",
+              x >= 0 ? "did not run the other task" : "did not run both tasks", pa, pb);
+    cr_assert(pa <= 1 && pb <= 1, "worker %d woke A, then B, from inside a task, the wake of B stopped right "
+              "after its access number %ld to the LIFO slot and the slot emptied there; polls after the wakes: "
+              "A %u, B %u: one wake makes one queue entry (runtime.h contract 1). The next hint: make hint "
+              "STAGE=7 ITEM=lifo-taken-once", f.worker, k + 1, pa, pb);
+    /* give the test's entry back, as the searcher would have run it */
+    atomic_store(&f.finish, true);
+    if (f.taken)
+        f.taken->scheduler->vtable->schedule(f.taken->scheduler, f.taken, SCHEDULE_WAKE);
+    slot_wake(&f.waker[0]);
+    slot_wake(&f.waker[1]);
+    cr_assert(join_within(a, RESCUE_MS) && join_within(b, RESCUE_MS), "the two woken tasks never finished once "
+              "the entry taken from the slot was given back");
+    ws_runtime_free(f.rt);
+    slot_destroy(&f.waker[0]);
+    slot_destroy(&f.waker[1]);
+    return true;
+}
+
+LAB_TEST(lifo_rules, fill_stopped_after_every_access_of_the_slot, 20)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("the wake is stopped by single-stepping with x86-64's trap flag; this machine is not x86-64");
+#else
+    char note[512] = "";
+    long k = 0;
+    while (k < LIFO_RULES_MAX_STOPS && lifo_fill_once(k, note, sizeof note))
+        k++;
+    if (k == LIFO_RULES_MAX_STOPS)
+        snprintf(note, sizeof note, "the wake that displaced A was stopped after each of its first %d accesses "
+                 "to the LIFO slot, and A and B each had one queue entry every time", LIFO_RULES_MAX_STOPS);
+    lab_note("%s", note);
 #endif
 }
