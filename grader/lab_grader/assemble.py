@@ -248,11 +248,13 @@ class Assembler:
         with hidden tests, result.public_binaries[variant] too, from objs
         without them."""
         libs = self.system_libs(plan, sp)
+        tests = self._test_objects(plan, sp, variant)
         result.binaries[variant] = self.builder.link(objs, self.work / sp.stage.name / f"tests-{variant}", variant,
-                                                     libs)
+                                                     libs, shuffle=[o for o in objs if o in tests])
         if public_objs is not None and variant != build.DEBUG:
             result.public_binaries[variant] = self.builder.link(
-                public_objs, self.work / sp.stage.name / f"tests-{variant}-public", variant, libs)
+                public_objs, self.work / sp.stage.name / f"tests-{variant}-public", variant, libs,
+                shuffle=[o for o in public_objs if o in tests])
         result.reference[variant] = self.reference_binary(plan, sp, variant) if variant != build.DEBUG else None
 
     def _both(self, plan, sp, deps, variant):
@@ -270,10 +272,15 @@ class Assembler:
             usable, _ = deps[dep]
             objs += ([c.obj for c in self.student_objects(plan, plan.of(dep), code)] if usable
                      else self.reference_objects(plan.of(dep), code))
+        return (self._test_objects(plan, sp, variant, with_hidden) +
+                [c.obj for c in self.student_objects(plan, sp, code)] + objs + self.builder.common_objects(variant))
+
+    def _test_objects(self, plan, sp, variant, with_hidden=True):
+        """The tests' objects in the stage's binary of one variant (compiled
+        once: the builder's cache)."""
         tests_dir, hidden = self.test_dirs(sp.stage.name)
         dirs = [self.take_in(plan.of(n)).dir for n in sp.closure + [sp.stage.name]]
-        return (self.builder.test_objects(tests_dir, variant, dirs, hidden if with_hidden else ()) +
-                [c.obj for c in self.student_objects(plan, sp, code)] + objs + self.builder.common_objects(variant))
+        return self.builder.test_objects(tests_dir, variant, dirs, hidden if with_hidden else ())
 
     def system_libs(self, plan, sp):
         """The system libraries (rubric `libs`) of the stage and of every stage

@@ -39,7 +39,7 @@ import signal
 import subprocess
 import threading
 
-from . import sandbox
+from . import layout, sandbox
 
 BASE = ["-std=c11", "-g", "-pthread"]
 WARN = ["-Wall", "-Wextra"]
@@ -450,6 +450,7 @@ class Builder:
         the test directories are on the quote path, so hidden tests may use
         the public tests' shared header."""
         extra = [f"-DLAB_TIMEOUT_SCALE={VG_TIMEOUT_SCALE}"] if variant == "vg" else []
+        extra.append("-ffunction-sections")   # each function a section of its own, for layout.py
         srcs = sorted(pathlib.Path(tests_dir).glob("*.c"))
         for d in extra_dirs:
             srcs += sorted(pathlib.Path(d).glob("*.c"))
@@ -459,15 +460,26 @@ class Builder:
             raise BuildError(f"no tests in {tests_dir}", "", kind="grader")
         return [c.obj for c in each(lambda s: self.compile(s, variant, stage_dirs, werror=True, extra=extra), srcs)]
 
-    def link(self, objects, output, variant, system_libs=()):
+    def link(self, objects, output, variant, system_libs=(), shuffle=()):
         """system_libs: names from rubric.LIBS ("uring": -luring), the stage's
-        and those of the stages it uses (Assembler.system_libs)."""
+        and those of the stages it uses (Assembler.system_libs). shuffle: the
+        objects among `objects` (the tests) whose functions are laid out in
+        an order and with gaps drawn for this link alone (layout.py)."""
         output = pathlib.Path(output)
         output.parent.mkdir(parents=True, exist_ok=True)
         libs = [f"-l{name}" for name in system_libs] + (["-lcriterion"] if variant == "plain" else [])
         flags = BASE + OPT[variant] + LINK.get(variant, []) + BIND + ["-rdynamic", WRAP]
+        sees = [pathlib.Path(o).parent for o in objects]
+        if shuffle:
+            try:
+                drawn = layout.draw(shuffle, output.parent / f".layout-{output.name}", self.cc)
+            except (layout.LayoutError, OSError) as e:
+                raise BuildError(f"the grader could not lay out the tests: {e}", "", kind="grader")
+            objects = [drawn.objects.get(pathlib.Path(o), o) for o in objects] + [drawn.pad]
+            flags += [f"-Wl,-T,{drawn.script}"]
+            sees.append(drawn.folder)
         proc = run_limited([self.cc, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
-                           sees=[pathlib.Path(o).parent for o in objects])
+                           sees=sees)
         if proc.returncode != 0:
             out = proc.stdout + proc.stderr
             m = UNDEFINED.search(out)
