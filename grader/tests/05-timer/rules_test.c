@@ -22,8 +22,10 @@
 #include <time.h>
 
 #include "explore.h"
+#include "parker.h"
 #include "stage05.h"
 #include "still_clock.h"
+#include "store_buffer.h"
 
 LAB_SUITE(timer_rules, 10);
 
@@ -148,4 +150,95 @@ LAB_TEST(timer_rules, earlier_deadline_unparks_a_timed_park, 10)
     earlier_unparks((int64_t)(5 * SEC_NS), 10 * SEC_NS, "the owner parked for its caller's 5 s timeout, a timer "
                     "10 s away");
     earlier_unparks(DRIVER_PARK_FOREVER, 0, "the owner parked for ever, no timer armed");
+}
+
+/* The same rule, with the registration made while the park is half done.
+ * A park must look at the wheel and publish the time it sleeps until as
+ * one step (one hold of the driver's lock): a registration that comes
+ * between the two compares its deadline with a park that is not announced
+ * yet, does not unpark, and the owner sleeps past the new timer. Where the
+ * gap sits depends on how park is written, so every place is tried
+ * (store_buffer.h, lab_sb_park_explore): park (4 s, a timer an hour away)
+ * is single-stepped on a fresh driver, alone on its page, over stage 02's
+ * parker (the real clock), and stopped right after its first access to the driver,
+ * then its second, and so on, until it sleeps in the inner driver; at each
+ * stop another thread registers a timer 1 ms away (blocked, if the stopped
+ * park holds the lock, until it lets go), then park goes on. The park began
+ * before that registration, and sleeps until a later time: it must be
+ * unparked, and return within a second, every time. */
+struct td_race {
+    struct parker *p;
+    struct time_driver *td;
+    struct counting_waker *cw;
+    struct waker w;
+    struct time_timer later, earlier;
+};
+
+static void td_race_park(void *arg)
+{
+    (void)driver_park(time_driver_driver(((struct td_race *)arg)->td), (int64_t)(4 * SEC_NS));
+}
+
+static void td_race_register(void *arg)
+{
+    struct td_race *x = arg;
+    (void)time_timer_poll(x->td, &x->earlier, time_driver_now(x->td) + MS_NS, &x->w);
+}
+
+static void td_race_fresh(void *ctx, struct lab_sb_park *sp)
+{
+    struct td_race *x = ctx;
+    x->p = parker_new();
+    cr_assert_not_null(x->p, "parker_new failed");
+    alloc_own_pages(true);
+    x->td = time_driver_new(parker_driver(x->p));
+    alloc_own_pages(false);
+    cr_assert_not_null(x->td, "time_driver_new returned NULL");
+    x->cw = counting_waker_new("timer");
+    x->w = counting_waker_get(x->cw);
+    time_timer_init(&x->later);
+    time_timer_init(&x->earlier);
+    cr_assert_not(time_timer_poll(x->td, &x->later, time_driver_now(x->td) + 3600 * SEC_NS, &x->w),
+                  "a timer an hour away fired at once");
+    sp->arg = x;
+    sp->page = (void *)((uintptr_t)x->td & ~(uintptr_t)4095);
+}
+
+static void td_race_done(void *ctx, struct lab_sb_park *sp)
+{
+    (void)sp;
+    struct td_race *x = ctx;
+    time_timer_cancel(x->td, &x->earlier);
+    time_timer_cancel(x->td, &x->later);
+    time_driver_free(x->td);
+    parker_release(x->p);
+    counting_waker_free(x->cw);
+}
+
+LAB_TEST(timer_rules, registration_after_every_access_of_park, 30)
+{
+#if !defined(__x86_64__)
+    lab_cannot_judge("park is stopped by single-stepping with x86-64's trap flag; this machine is not x86-64");
+#else
+    struct td_race x;
+    unsigned wake_ms = 1000u * (unsigned)LAB_TIMEOUT_SCALE;
+    struct lab_sb_park sp = { .unpark = td_race_register, .park = td_race_park, .wake_ms = wake_ms };
+    struct lab_sb_park_result r;
+    long k;
+    char note[256];
+    const char *unjudged = lab_sb_park_explore(&sp, td_race_fresh, td_race_done, &x, 200, &k, &r,
+                                               "the time driver", note, sizeof note);
+    lab_note("%s", note);
+    if (unjudged)
+        lab_cannot_judge("%s", unjudged);
+    cr_assert(r.returned,
+              "the time driver's park (4 s, the next timer an hour away) was single-stepped and stopped right "
+              "after its access number %ld to the driver; there another thread registered a timer 1 ms away, "
+              "and that registration ended; park then went on and was still asleep in the inner driver %u ms "
+              "later, past the new timer. The park began before the registration and sleeps until a later "
+              "time, so the registration had to unpark it (time_driver.h contract 3). When the registration "
+              "looked, what could it learn of a park that had read the wheel but not yet said how long it "
+              "sleeps? The next hint: make hint STAGE=5 ITEM=earlier-deadline-unparks",
+              k + 1, wake_ms);
+#endif
 }
