@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "coop.h"
 #include "stage06.h"
 
 LAB_SUITE(tcp, 10);
@@ -111,6 +112,105 @@ LAB_TEST(tcp, write_all_to_a_draining_peer_sends_each_byte_once, 10)
               "write sent some bytes twice, or out of order. After a partial send, where in buf does the next send "
               "start, and what does the count a write returns say went out? (tcp.h)", d.bad_at, d.bad, d.bad_at, d.want);
     cr_assert_eq(d.got, (size_t)DRAIN_TOTAL, "the peer read %zu of %d bytes (tcp.h)", d.got, DRAIN_TOTAL);
+    conn_free(&c);
+    iostack_free(&s);
+}
+
+/* ---- the budget -------------------------------------------------------------------------
+ *
+ * A poll with the budget spent is Pending having done nothing: accept, read
+ * and write each check the budget before their syscall (docs/06-reactor.md
+ * #the-budget). A check after it is too late: the syscall already took the
+ * bytes, sent them or accepted the connection, and the Pending that follows
+ * loses them (a read), repeats them (a write: the caller sends again) or
+ * leaks them (an accept). Each is polled once with the budget spent, after
+ * its readiness is known (the I/O driver has dispatched the socket's edge),
+ * and then with the budget back. */
+static void dispatch_edges(struct iostack *s)
+{
+    for (int i = 0; i < 5; i++)
+        (void)driver_park(io_driver_driver(s->io), (int64_t)MS_NS);
+}
+
+LAB_TEST(tcp, spent_budget_reads_writes_and_accepts_nothing, 10)
+{
+    struct iostack s;
+    iostack_new(&s);
+    struct conn c;
+    conn_new(&s, &c);
+    struct waker nw = noop_waker();
+    struct context cx = context_from_waker(&nw);
+
+    /* read: 6 bytes waiting, readable known */
+    cr_assert_eq(send(c.peer, "budget", 6, MSG_NOSIGNAL), 6, "send failed in the test itself");
+    dispatch_edges(&s);
+    char buf[16];
+    ssize_t n = 0;
+    coop_reset(0);
+    enum poll spent = tcp_stream_poll_read(c.st, &cx, buf, sizeof buf, &n);
+    coop_unlimit();
+    enum poll later = POLL_PENDING;
+    for (int i = 0; i < 200 && later == POLL_PENDING; i++) {
+        n = 0;
+        later = tcp_stream_poll_read(c.st, &cx, buf, sizeof buf, &n);
+        if (later == POLL_PENDING)
+            dispatch_edges(&s);
+    }
+    cr_assert_eq(spent, POLL_PENDING, "a read polled with the budget spent (coop_reset(0)) was Ready: a leaf "
+                 "future with no budget left answers Pending (coop.h; docs/06-reactor.md#the-budget)");
+    cr_assert(later == POLL_READY && n == 6 && memcmp(buf, "budget", 6) == 0, "6 bytes were waiting in the socket "
+              "and the stream was known readable; a read polled with the budget spent answered Pending, and the "
+              "reads after it, with the budget back, %s. Those bytes were taken by the poll that answered "
+              "Pending. Where in the read does the budget have to be checked so that a Pending leaves the socket "
+              "as it was (coop.h; docs/06-reactor.md#the-budget)?",
+              later == POLL_READY ? "got something else" : "found nothing in 1 s");
+
+    /* write: writable known, the peer's side empty */
+    coop_reset(0);
+    spent = tcp_stream_poll_write(c.st, &cx, "xyz", 3, &n);
+    coop_unlimit();
+    char peer_buf[16];
+    ssize_t early = recv(c.peer, peer_buf, sizeof peer_buf, MSG_DONTWAIT);
+    cr_assert_eq(spent, POLL_PENDING, "a write polled with the budget spent was Ready: a leaf future with no "
+                 "budget left answers Pending (coop.h; docs/06-reactor.md#the-budget)");
+    cr_assert(early < 0, "a write of \"xyz\" polled with the budget spent answered Pending, and the peer had "
+              "already received %zd bytes of it: the caller, told Pending, will send them again. Where in the "
+              "write does the budget have to be checked (coop.h; docs/06-reactor.md#the-budget)?", early);
+    later = POLL_PENDING;
+    for (int i = 0; i < 200 && later == POLL_PENDING; i++) {
+        later = tcp_stream_poll_write(c.st, &cx, "xyz", 3, &n);
+        if (later == POLL_PENDING)
+            dispatch_edges(&s);
+    }
+    cr_assert(later == POLL_READY && n == 3, "with the budget back, a write of 3 bytes to an idle peer was not "
+              "Ready with 3 in 1 s");
+
+    /* accept: a client waiting in the backlog, readable known */
+    int client = raw_connect(tcp_listener_port(c.l));
+    cr_assert_geq(client, 0, "the test's client could not connect");
+    dispatch_edges(&s);
+    struct tcp_accept acc = tcp_accept(c.l);
+    struct tcp_stream_result res = { .err = 1 };
+    coop_reset(0);
+    spent = tcp_accept_poll(&acc, &cx, &res);
+    coop_unlimit();
+    later = POLL_PENDING;
+    for (int i = 0; i < 200 && later == POLL_PENDING && spent == POLL_PENDING; i++) {
+        later = tcp_accept_poll(&acc, &cx, &res);
+        if (later == POLL_PENDING)
+            dispatch_edges(&s);
+    }
+    tcp_accept_drop(&acc);
+    if (later == POLL_READY && res.err == 0 && res.stream)
+        tcp_stream_close(res.stream);
+    close(client);
+    cr_assert_eq(spent, POLL_PENDING, "an accept polled with the budget spent was Ready: a leaf future with no "
+                 "budget left answers Pending (coop.h; docs/06-reactor.md#the-budget)");
+    cr_assert(later == POLL_READY && res.err == 0, "a client was waiting to be accepted and the listener was known "
+              "readable; an accept polled with the budget spent answered Pending, and the accepts after it, with "
+              "the budget back, %s: the Pending one had accepted the client and lost it. Where in the accept "
+              "does the budget have to be checked (coop.h; docs/06-reactor.md#the-budget)?",
+              later == POLL_READY ? "failed" : "found nobody in 1 s");
     conn_free(&c);
     iostack_free(&s);
 }
