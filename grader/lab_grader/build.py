@@ -50,9 +50,10 @@ WRAP += "".join(f",--wrap=pthread_{f}" for f in (
     "mutex_lock", "mutex_trylock", "mutex_timedlock", "mutex_unlock", "cond_wait", "cond_timedwait",
     "cond_clockwait", "cond_signal", "cond_broadcast", "spin_lock", "spin_trylock", "spin_unlock",
     "rwlock_rdlock", "rwlock_wrlock", "rwlock_unlock"))
-# stage 08's rings, restricted before they run (grader/tests/08-uring/uring_guard.c);
+# stage 08's rings, restricted before they run, and its submits, -EBUSY on a test's demand
+# (grader/tests/08-uring/uring_guard.c);
 # a stage that sets up no ring has nothing to wrap
-WRAP += ",--wrap=io_uring_queue_init,--wrap=io_uring_queue_init_params"
+WRAP += ",--wrap=io_uring_queue_init,--wrap=io_uring_queue_init_params,--wrap=io_uring_submit"
 # The TSan runtime linked into the binary, its own functions left out of the
 # dynamic symbol table (-rdynamic exports everything else, for backtraces):
 # code under test that walked the loaded libraries to libtsan.so found

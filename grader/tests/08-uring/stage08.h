@@ -45,6 +45,13 @@ void ring_free_checked(struct ring *r);
  * comes from a pool made before the test began (uring_guard.c), and a
  * ring freed does not go back to it. */
 unsigned uring_pool_left(unsigned entries);
+/* uring_guard.c: while armed, a submit with CQEs ready answers -EBUSY until
+ * one is taken (as the kernel does when its overflow cannot be flushed);
+ * how many times it did; whether the submitter kept submitting without
+ * taking one (10,000 times in a row: then it let the submit through). */
+void uring_busy_arm(bool on);
+unsigned uring_busy_answers(void);
+bool uring_busy_spun(void);
 /* True when no operation is in the slab (cond for park_until). */
 bool ring_idle(void *ring);
 /* park(0) until cond(arg) or about 2 s (scaled) of parks; the parks made. */

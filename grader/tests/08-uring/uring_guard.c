@@ -162,3 +162,55 @@ int __wrap_io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned
     memset(&p, 0, sizeof p);
     return __wrap_io_uring_queue_init_params(entries, ring, &p);
 }
+
+/* ---- -EBUSY on demand ----------------------------------------------------------
+ *
+ * The kernel answers a submit with -EBUSY when completions are waiting that
+ * it cannot post (its overflow list cannot be flushed into a full CQ): the
+ * submitter must take CQEs first (ring.h contract 3). That state is hard to
+ * reach on purpose, so a test arms this wrapper (build.py's WRAP sends the
+ * stage's io_uring_submit here): while armed, a submit with CQEs ready in
+ * the ring answers -EBUSY, as long as the ring's CQ head has not moved since
+ * the last such answer, which is what the kernel would go on saying. A
+ * submitter that never takes a CQE would spin for ever; after BUSY_SPIN
+ * answers in a row with no CQE taken the wrapper notes it and lets the
+ * submit through, so the test ends and can say so. */
+#define BUSY_SPIN 10000
+
+int __real_io_uring_submit(struct io_uring *ring);
+int __wrap_io_uring_submit(struct io_uring *ring);
+void uring_busy_arm(bool on);
+unsigned uring_busy_answers(void);
+bool uring_busy_spun(void);
+
+static atomic_bool busy_armed;
+static atomic_uint busy_answers;   /* -EBUSY answers given while armed */
+static atomic_bool busy_spun;      /* BUSY_SPIN answers in a row with no CQE taken */
+static unsigned busy_row;          /* the submitter's thread only, while armed */
+
+/* Arming starts the counts afresh; disarming keeps them for the test to read. */
+void uring_busy_arm(bool on)
+{
+    if (on) {
+        busy_row = 0;
+        atomic_store(&busy_answers, 0);
+        atomic_store(&busy_spun, false);
+    }
+    atomic_store(&busy_armed, on);
+}
+
+unsigned uring_busy_answers(void) { return atomic_load(&busy_answers); }
+bool uring_busy_spun(void) { return atomic_load(&busy_spun); }
+
+int __wrap_io_uring_submit(struct io_uring *ring)
+{
+    if (atomic_load(&busy_armed) && io_uring_cq_ready(ring) > 0) {
+        if (++busy_row <= BUSY_SPIN) {
+            atomic_fetch_add(&busy_answers, 1);
+            return -EBUSY;
+        }
+        atomic_store(&busy_spun, true);
+    }
+    busy_row = 0;
+    return __real_io_uring_submit(ring);
+}
