@@ -473,12 +473,11 @@ class Builder:
         sees = [pathlib.Path(o).parent for o in objects]
         if shuffle:
             try:
-                drawn = layout.draw(shuffle, output.parent / f".layout-{output.name}", self.cc)
+                drawn = layout.draw(shuffle, output.parent / f".layout-{output.name}.ld")
             except (layout.LayoutError, OSError) as e:
                 raise BuildError(f"the grader could not lay out the tests: {e}", "", kind="grader")
-            objects = [drawn.objects.get(pathlib.Path(o), o) for o in objects] + [drawn.pad]
-            flags += [f"-Wl,-T,{drawn.script}"]
-            sees.append(drawn.folder)
+            flags += [f"-Wl,-T,{drawn}"]
+            sees.append(drawn.parent)
         proc = run_limited([self.cc, *flags, *map(str, objects), "-o", str(output), *libs], output=output, jailed=True,
                            sees=sees)
         if proc.returncode != 0:
