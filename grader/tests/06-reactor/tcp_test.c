@@ -301,13 +301,20 @@ static void trickle_run(bool short_read)
     struct drain_reader dr = { .st = c.st, .d = &d };
     pthread_t th;
     pthread_create(&th, NULL, trickler, &t);
+    struct rusage u0, u1;
+    bool counted = getrusage(RUSAGE_THREAD, &u0) == 0;
     uint64_t c0 = thread_cpu_ns();
     enum executor_status st = executor_block_on(s.ex, future_of(&drain_reader_vt, &dr), NULL);
     uint64_t cpu = thread_cpu_ns() - c0;
+    /* times the reading thread went to sleep: a reader that waits for each edge sleeps about once a
+     * byte, whatever share of a CPU it gets; one that loops on EAGAIN inside a poll never does, and on
+     * a busy machine its CPU time alone can stay under the bound */
+    long sleeps = counted && getrusage(RUSAGE_THREAD, &u1) == 0 ? u1.ru_nvcsw - u0.ru_nvcsw : -1;
     void *r;
     pthread_join(th, &r);
     unsigned long polls = d.polls;
-    lab_note("short reads %s: %u bytes, %lu polls, %.2f ms CPU", short_read ? "on" : "off", t.n, polls, cpu / 1e6);
+    lab_note("short reads %s: %u bytes, %lu polls, %.2f ms CPU, the reader slept %ld times", short_read ? "on" : "off",
+             t.n, polls, cpu / 1e6, sleeps);
     cr_assert_eq(st, EXECUTOR_OK, "block_on(read to end of stream) ended with %s", executor_status_str(st));
     cr_assert_null(r, "the trickling peer could not send");
     cr_assert_eq(d.err, 0, "a read failed: %s", strerror((int)-d.err));
@@ -315,6 +322,10 @@ static void trickle_run(bool short_read)
     cr_assert(d.eof, "no end of stream after the peer shut down");
     cr_assert_leq(polls, 2ul * t.n + 5, "%lu polls for %u bytes sent one at a time: a reader that drains to EAGAIN "
                   "and then waits is polled about once per edge", polls, t.n);
+    cr_assert(sleeps < 0 || sleeps >= (long)t.n / 4, "reading %u bytes trickled over %u ms, the reading thread "
+              "went to sleep %ld times: it kept running between edges instead of waiting for the next one "
+              "(reactor.h contract 2; tcp.h contract 1); the next hint: make hint STAGE=6 ITEM=drain-to-eagain",
+              t.n, t.n * t.gap_ms, sleeps);
     cr_assert_lt(cpu, (50 + 2 * t.n / 10) * MS_NS * LAB_TIMEOUT_SCALE, "reading %u bytes trickled over %u ms cost "
                  "%.1f ms of CPU: the reader kept running between edges instead of waiting for the next one "
                  "(reactor.h contract 2; tcp.h contract 1); the next hint: make hint STAGE=6 ITEM=drain-to-eagain",
