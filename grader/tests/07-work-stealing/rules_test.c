@@ -950,8 +950,8 @@ static bool lifo_fill_once(long k, char *note, size_t len)
                   "run), and there the slot was emptied as a searcher empties it (an exchange with NULL), which "
                   "took %c's queue entry. The wake then went on, and the worker polled %c again while that entry "
                   "was still the searcher's: %c had two queue entries (polls after the wakes: A %u, B %u). The slot is filled by its worker and emptied by anyone; between the fill's first look "
-                  "at the slot and its last write to it, what can another thread do to what is there, and which "
-                  "single access both learns what it displaces and puts the new task in (runtime.h contract 1)? "
+                  "at the slot and its last write to it, what can another thread do to what is there, and what "
+                  "does the fill then believe it displaced (runtime.h contract 1)? "
                   "The next hint: make hint STAGE=7 ITEM=lifo-taken-once", f.worker, k + 1, f.sb.steps,
                   names[x], names[x], names[x], pa, pb);
     cr_assert(ran, "worker %d woke B from inside a task while A sat in its LIFO slot. The wake was stopped right "
