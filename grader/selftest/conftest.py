@@ -96,6 +96,66 @@ def grade_until_judged(tmp_path, target, keys, **kw):
     return g, unjudged
 
 
+def unjudged_keys(g):
+    """The items a grading left unjudged because the machine could not
+    measure them (never a verdict on the code)."""
+    return [t["number"] for t in g.results.get("tests", []) if g.left_to_the_machine(t["number"])]
+
+
+def judged_in_the_end(tmp_path, target, g, **kw):
+    """After grading g, the items the machine left unjudged are graded again
+    on their own (grade_until_judged: skipped when none of them ever is).
+    Returns the keys still unjudged; raises when a regrade fails one."""
+    keys = unjudged_keys(g)
+    if not keys:
+        return []
+    kw = dict(kw, items=keys)
+    again, still = grade_until_judged(tmp_path, target, keys, **kw)
+    failed = [t["number"] for t in again.results["tests"]
+              if t["number"] in keys and t["number"] not in still and t["status"] != "passed"]
+    assert not failed, f"regraded, {failed} failed:\n{again.output[-3000:]}"
+    return still
+
+
+class CpuPressure:
+    """How much of a stretch of wall time some task on the machine waited
+    for a CPU: the kernel's pressure stall information (/proc/pressure/cpu,
+    "some"), or the load average per core where the kernel has none."""
+
+    def __init__(self):
+        self.start, self.wall = self._stalled(), time.monotonic()
+
+    @staticmethod
+    def _stalled():
+        try:
+            line = pathlib.Path("/proc/pressure/cpu").read_text().splitlines()[0]
+            return int(line.rsplit("total=", 1)[1]) / 1e6
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def fraction(self):
+        end, wall = self._stalled(), time.monotonic() - self.wall
+        if end is None or self.start is None:
+            return min(1.0, os.getloadavg()[0] / (os.cpu_count() or 1) / 2)
+        return min(1.0, (end - self.start) / max(wall, 1e-3))
+
+
+def assert_quick(seconds, bound, what, pressure):
+    """A wall-time bound that the machine can leave unjudged: over bound
+    while tasks waited for a CPU a quarter of the time or more, the calling
+    test is skipped with the reason; over it on a machine that was free, or
+    over four times it however busy, it fails."""
+    import pytest
+    if seconds < bound:
+        return
+    busy = pressure.fraction()
+    if seconds < 4 * bound and busy >= 0.25:
+        pytest.skip(f"{what} took {seconds:.0f} s, over its {bound} s, while tasks waited for a CPU "
+                    f"{busy:.0%} of the time: the machine, not the grader, was slow")
+    raise AssertionError(f"{what} took {seconds:.0f} s; the bound is {bound} s "
+                         f"(tasks waited for a CPU {busy:.0%} of the time)")
+
+
 def stages():
     return rubric.load_all(GRADER / "rubric")
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from conftest import grade, solutions_copy, stages
+from conftest import grade, judged_in_the_end, solutions_copy, stages
 
 # One grading: every race item already makes its own 2-20 runs in it (and
 # make test's other worker is load on top of the hogs).
@@ -20,9 +20,14 @@ def test_race_items_do_not_flake_under_load(tmp_path):
         start = time.monotonic()
         done = 0
         for _ in range(RUNS):
-            g = grade(tmp_path, solutions_copy(tmp_path), items=race)
+            tree = solutions_copy(tmp_path)
+            g = grade(tmp_path, tree, items=race)
             assert g.returncode == 0, f"a race item failed on solutions/ under load:\n{g.output[-4000:]}"
-            assert all(t["status"] == "passed" for t in g.results["tests"])
+            # an item the machine could not judge (starved beside the hogs)
+            # is no failure: it is graded again on its own
+            assert all(t["status"] == "passed" or g.left_to_the_machine(t["number"]) for t in g.results["tests"]), \
+                g.output[-4000:]
+            judged_in_the_end(tmp_path, tree, g)
             done += sum(i.runs for s in stages() for i in s.items if i.lane == "race")
         print(f"flake check: {RUNS} gradings, {done} race-item runs under load, 0 failures, "
               f"{time.monotonic() - start:.0f} s")

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from conftest import ROOT, grade, solutions_copy
+from conftest import ROOT, CpuPressure, assert_quick, grade, solutions_copy
 
 SIGNAL = "01-signal"
 
@@ -168,10 +168,11 @@ def test_attack_is_refused(attack, tmp_path):
     tree = tmp_path / "tree"
     shutil.copytree(ROOT / "solutions", tree, symlinks=True)
     attack(tree)
+    pressure = CpuPressure()
     g = grade(tmp_path, tree, stage="1", timeout=300)
     assert g.score == 0, f"{attack.__name__} earned {g.score} points\n{g.output[-3000:]}"
     assert "refused by the grader's gate" in g.output, g.output[-3000:]
-    assert g.seconds < 120, f"a refusal must be quick, took {g.seconds:.0f} s"
+    assert_quick(g.seconds, 120, "a refusal", pressure)
 
 
 def test_a_hostile_header_is_not_compiled_into_the_tests(tmp_path):

@@ -4,7 +4,8 @@ a later stage is graded with the reference of an earlier one that fails."""
 import shutil
 import subprocess
 
-from conftest import MACHINE_REASONS, ROOT, every_lane, grade, solutions_copy, stages
+from conftest import (MACHINE_REASONS, ROOT, CpuPressure, assert_quick, every_lane, grade, judged_in_the_end,
+                      solutions_copy, stages)
 
 
 def test_solutions_full_marks(tmp_path):
@@ -36,6 +37,7 @@ def test_solutions_full_marks(tmp_path):
 
 def test_skeleton_scores_zero_and_says_not_started(tmp_path):
     junit = tmp_path / "junit.xml"
+    pressure = CpuPressure()
     g = grade(tmp_path, ROOT / "labs", extra=[f"JUNIT={junit}"])
     # JUNIT=: a testcase per item, a suite per stage, valid for CI tools
     proc = subprocess.run(["xmllint", "--noout", "--schema", str(ROOT / "grader" / "schemas" / "JUnit.xsd"),
@@ -53,7 +55,7 @@ def test_skeleton_scores_zero_and_says_not_started(tmp_path):
     assert not_started
     # about 12 s on a quiet machine; make test runs it beside other load (the
     # flake check keeps every core busy), so the bound here is looser
-    assert g.seconds < 120, f"grading the skeleton took {g.seconds:.0f} s; it must finish in about a minute"
+    assert_quick(g.seconds, 120, "grading the skeleton", pressure)
     print(f"grade of the untouched labs/: {g.seconds:.1f} s")
 
 
@@ -71,7 +73,10 @@ def test_later_stage_uses_reference_when_earlier_fails(tmp_path):
     items = every_lane(s)
     g = grade(tmp_path, tree, stage=s.name, items=[i.key for i in items])
     assert g.returncode == 0, g.output[-4000:]
-    assert g.score == sum(i.points for i in items), g.output[-3000:]
+    # an item the machine could not judge is graded again on its own
+    unjudged = {t["number"] for t in g.results["tests"] if g.left_to_the_machine(t["number"])}
+    assert g.score == sum(i.points for i in items if i.key not in unjudged), g.output[-3000:]
+    judged_in_the_end(tmp_path, tree, g, stage=s.name)
     for dep in s.uses:
         assert f"graded with the reference {dep}" in g.output, g.output[-3000:]
 
@@ -94,6 +99,7 @@ def test_check_is_the_quick_pass(tmp_path):
     import os
     import subprocess
     import time
+    pressure = CpuPressure()
     start = time.monotonic()
     proc = subprocess.run(["make", "-s", "-C", str(ROOT), "check", "STAGE=1", f"TARGET={solutions_copy(tmp_path)}"],
                           capture_output=True, text=True, env=dict(os.environ, NO_COLOR="1"), timeout=300)
@@ -112,7 +118,7 @@ def test_check_is_the_quick_pass(tmp_path):
     # a few seconds on a quiet machine; make test runs it beside other load
     # (the flake check keeps every core busy), so the bound only catches a
     # quick pass that is not quick at all
-    assert seconds < 150, f"make check STAGE=1 took {seconds:.1f} s"
+    assert_quick(seconds, 150, "make check STAGE=1", pressure)
 
 
 def test_compile_error_costs_its_stage_only(tmp_path):
@@ -154,11 +160,15 @@ def test_a_time_budget_ends_the_grading_with_every_item_in_results(tmp_path):
     from lab_grader import results_json
     tree = tmp_path / "tree"   # a tree of its own: another self-test grading solutions/ holds its lock
     shutil.copytree(ROOT / "solutions", tree)
+    pressure = CpuPressure()
     g = grade(tmp_path, tree, stage="3", extra=["BUDGET=4"])
-    assert g.seconds < 120, f"a 4 s budget took {g.seconds:.0f} s"
+    assert_quick(g.seconds, 120, "a grading with a 4 s budget", pressure)
     assert results_json.validate(g.results) == []
     s3 = next(s for s in stages() if s.name == "03-executor")
     assert {t["number"] for t in g.results["tests"]} == {i.key for i in s3.items}
     late = [t for t in g.results["tests"] if t.get("extra_data", {}).get("judged") is False]
-    assert late and all("time budget" in t["output"] for t in late), g.output[-2000:]
+    # past the budget, or (before it) one the machine could not judge
+    assert late and all("time budget" in t["output"] or g.left_to_the_machine(t["number"]) for t in late), \
+        g.output[-2000:]
+    assert any("time budget" in t["output"] for t in late), g.output[-2000:]
     assert all(t["status"] == "passed" for t in g.results["tests"] if t not in late)
