@@ -103,4 +103,48 @@ static inline void raw_close_reset(int fd)
     close(fd);
 }
 
+/* A byte of a seeded pattern. */
+static inline unsigned char pattern_byte(uint64_t seed, size_t i)
+{
+    uint64_t x = seed + i * UINT64_C(0x9E3779B97F4A7C15);
+    x ^= x >> 29;
+    return (unsigned char)(x * UINT64_C(0xBF58476D1CE4E5B9) >> 56);
+}
+
+/* The reading end of a long write (pthread_create(..., drain_peer_run, &d)
+ * with fd, total and seed set): reads at most 1000 bytes at a time until
+ * total bytes or the end of the stream, and checks each byte against
+ * pattern_byte(seed, its place). */
+struct drain_peer {
+    int fd;
+    size_t total;
+    uint64_t seed;
+    size_t got;
+    size_t bad_at;       /* the first byte out of place, or total */
+    unsigned char bad, want;
+};
+
+static inline void *drain_peer_run(void *arg)
+{
+    struct drain_peer *d = arg;
+    unsigned char buf[1000];
+    d->bad_at = d->total;
+    while (d->got < d->total) {
+        size_t want = d->total - d->got < sizeof buf ? d->total - d->got : sizeof buf;
+        ssize_t k = recv(d->fd, buf, want, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        for (ssize_t i = 0; i < k && d->bad_at == d->total; i++)
+            if (buf[i] != pattern_byte(d->seed, d->got + (size_t)i)) {
+                d->bad_at = d->got + (size_t)i;
+                d->bad = buf[i];
+                d->want = pattern_byte(d->seed, d->got + (size_t)i);
+            }
+        d->got += (size_t)k;
+    }
+    return NULL;
+}
+
 #endif

@@ -206,3 +206,79 @@ LAB_TEST(deadlock, many_tasks_one_wakeable, 10)
     for (int i = 0; i < N; i++)
         probe_destroy(&stuck[i]);
 }
+
+/* A task that joins another and, once it has the other's output, lets the
+ * test drop the other's last reference before it returns Pending for good,
+ * keeping no waker. */
+struct last_joiner {
+    struct join_handle *child;
+    struct gate *joined;   /* opened once child's handle is dropped */
+    struct gate *dropped;  /* opened by the test once it dropped the child's last reference */
+};
+
+static enum poll last_joiner_poll(void *self, struct context *cx, void *out)
+{
+    (void)out;
+    struct last_joiner *j = self;
+    if (!j->child)
+        return POLL_PENDING;
+    enum join_status js;
+    if (join_handle_poll(j->child, cx, NULL, &js) == POLL_PENDING)
+        return POLL_PENDING;
+    join_handle_drop(j->child);
+    j->child = NULL;
+    gate_open(j->joined);
+    (void)gate_wait(j->dropped, RESCUE_MS);
+    return POLL_PENDING;
+}
+
+static void last_joiner_drop(void *self)
+{
+    struct last_joiner *j = self;
+    if (j->child)
+        join_handle_drop(j->child);
+}
+
+static const struct future_vtable last_joiner_vt =
+    FUTURE_VTABLE_INIT(struct last_joiner, 0, last_joiner_poll, last_joiner_drop);
+
+/* The one task that run found holding an outside waker finishes while run
+ * parks, and its last reference is a waker the test drops on its own
+ * thread: there the task's memory goes back to the allocator, not to any
+ * list of the executor's. The other task is left pending with no waker.
+ * run must answer EXECUTOR_DEADLOCK from the tasks that are still there,
+ * reading nothing of the one that is gone (Valgrind sees such a read). */
+LAB_TEST(deadlock, wakeable_task_freed_on_another_thread, 10)
+{
+    struct executor *ex = new_executor();
+    struct probe_stats a;
+    probe_init(&a, step_stash_once, NULL);
+    struct gate joined, dropped;
+    gate_init(&joined);
+    gate_init(&dropped);
+    struct last_joiner j = { .child = spawn_probe(ex, &a, NULL), .joined = &joined, .dropped = &dropped };
+    struct join_handle *jh = executor_spawn(ex, future_of(&last_joiner_vt, &j), NULL);
+    cr_assert_not_null(jh, "executor_spawn returned NULL");
+    struct bg_run r;
+    bg_run_start(&r, ex);
+    cr_assert(probe_wait_stashed(&a, RESCUE_MS), "executor_run did not poll the spawned task");
+    cr_assert_not(bg_run_finish(&r, SCALED_MS(100)), "executor_run returned %s while a waker of its pending "
+                  "task was held outside (by the test): that is not a deadlock", executor_status_str(r.st));
+    struct waker w = probe_take_stash(&a);
+    waker_wake_by_ref(&w);
+    bool handed = gate_wait(&joined, RESCUE_MS);
+    waker_drop(&w); /* the task's last reference: freed on this thread */
+    gate_open(&dropped);
+    cr_assert(handed, "the task woken from outside finished, but the task joining it was not polled to its "
+              "end within %u ms", RESCUE_MS);
+    expect_deadlock(&r, "the one task holding an outside waker finished and its last reference went on the "
+                    "test's thread (its memory freed there); the other task then returned Pending keeping no "
+                    "waker");
+    cr_assert_eq(probe_polls(&a), 2, "the task woken from outside was polled %u times; expected twice",
+                 probe_polls(&a));
+    join_handle_drop(jh);
+    executor_free(ex);
+    probe_destroy(&a);
+    gate_destroy(&joined);
+    gate_destroy(&dropped);
+}

@@ -67,7 +67,7 @@ struct delayed {
 void *delayed_peer(void *arg);  /* returns non-NULL when the send failed */
 
 /* ---- raw sockets (blocking, the test's side of a connection) --------------- */
-/* nb_socketpair, raw_connect, free_port, raw_send_all, raw_close_reset: raw_sockets.h */
+/* nb_socketpair, raw_connect, free_port, raw_send_all, raw_close_reset, pattern_byte, drain_peer: raw_sockets.h */
 /* Raises the soft open-files limit to the hard limit; returns the new soft limit. */
 unsigned long raise_nofile(void);
 
@@ -114,12 +114,5 @@ void echo_client_init(struct echo_client *c, struct reactor *r, uint16_t port, u
                       uint64_t seed, unsigned *done, int *failed);
 struct future echo_client_future(struct echo_client *c);
 
-/* A byte of a seeded pattern. */
-static inline unsigned char pattern_byte(uint64_t seed, size_t i)
-{
-    uint64_t x = seed + i * UINT64_C(0x9E3779B97F4A7C15);
-    x ^= x >> 29;
-    return (unsigned char)(x * UINT64_C(0xBF58476D1CE4E5B9) >> 56);
-}
 
 #endif

@@ -54,33 +54,7 @@ LAB_TEST(tcp, round_trip, 10)
 enum { DRAIN_TOTAL = 4 << 20 };
 #define DRAIN_SEED 23
 
-struct drain_peer {
-    int fd;
-    size_t got;
-    size_t bad_at;       /* the first byte out of place, or DRAIN_TOTAL */
-    unsigned char bad, want;
-};
-
-static void *drain_peer_run(void *arg)
-{
-    struct drain_peer *d = arg;
-    unsigned char buf[1000];
-    d->bad_at = DRAIN_TOTAL;
-    while (d->got < DRAIN_TOTAL) {
-        size_t want = DRAIN_TOTAL - d->got < sizeof buf ? DRAIN_TOTAL - d->got : sizeof buf;
-        ssize_t k = recv(d->fd, buf, want, 0);
-        if (k <= 0)
-            break;
-        for (ssize_t i = 0; i < k && d->bad_at == DRAIN_TOTAL; i++)
-            if (buf[i] != pattern_byte(DRAIN_SEED, d->got + (size_t)i)) {
-                d->bad_at = d->got + (size_t)i;
-                d->bad = buf[i];
-                d->want = pattern_byte(DRAIN_SEED, d->got + (size_t)i);
-            }
-        d->got += (size_t)k;
-    }
-    return NULL;
-}
+/* the reading end: drain_peer (raw_sockets.h) */
 
 LAB_TEST(tcp, write_all_to_a_draining_peer_sends_each_byte_once, 10)
 {
@@ -94,7 +68,7 @@ LAB_TEST(tcp, write_all_to_a_draining_peer_sends_each_byte_once, 10)
     cr_assert_not_null(out, "out of memory in the test itself");
     for (size_t i = 0; i < DRAIN_TOTAL; i++)
         out[i] = pattern_byte(DRAIN_SEED, i);
-    struct drain_peer d = { .fd = c.peer };
+    struct drain_peer d = { .fd = c.peer, .total = DRAIN_TOTAL, .seed = DRAIN_SEED };
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, drain_peer_run, &d), 0, "pthread_create failed");
     struct tcp_write wr = tcp_write_all(c.st, out, DRAIN_TOTAL);

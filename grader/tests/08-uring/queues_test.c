@@ -75,6 +75,20 @@ static void finish(struct ring *r, struct reads *x, bool one_park)
     }
 }
 
+/* Drops the first total reads, closes their streams and frees the ring
+ * (which waits for no operation: each was dropped), then the wakers. */
+static void reads_free(struct ring *r, struct reads *x, int total)
+{
+    for (int i = 0; i < total; i++) {
+        uring_read_drop(&x->rd[i]);
+        uring_stream_close(x->s[i]);
+        close(x->sv[i][1]);
+    }
+    ring_free_checked(r);
+    for (int i = 0; i < total; i++)
+        counting_waker_free(x->cw[i]);
+}
+
 LAB_TEST(queues, more_ops_than_sq_entries, 10)
 {
     struct ring *r = ring_or_skip(8, N + 4);
@@ -136,14 +150,7 @@ LAB_TEST(queues, ebusy_takes_completions_first, 10)
     unsigned woken = 0;
     for (int i = 0; i < BUSY_FIRST; i++)
         woken += counting_waker_woken(x.cw[i]) > 0;
-    for (int i = 0; i < total; i++) {
-        uring_read_drop(&x.rd[i]);
-        uring_stream_close(x.s[i]);
-        close(x.sv[i][1]);
-    }
-    ring_free_checked(r);
-    for (int i = 0; i < total; i++)
-        counting_waker_free(x.cw[i]);
+    reads_free(r, &x, total);
     lab_note("-EBUSY answered %u time%s; %u of the %d completed readers woken by then", answers,
              answers == 1 ? "" : "s", woken, BUSY_FIRST);
     cr_assert_not(spun, "eight receives had completed and their CQEs waited in the ring; a ninth read then found "
@@ -247,12 +254,5 @@ LAB_TEST(queues, cqe_read_before_its_slot_goes_back, 10)
               "When may the kernel write a slot again, and what had the reap still to read from it then "
               "(ring.h contract 3)?", missing, total, first_missing, twice, wrong);
     /* judged first: a completion lost leaves an operation that ring_free would wait for */
-    for (int i = 0; i < total; i++) {
-        uring_read_drop(&x.rd[i]);
-        uring_stream_close(x.s[i]);
-        close(x.sv[i][1]);
-    }
-    ring_free_checked(r);
-    for (int i = 0; i < total; i++)
-        counting_waker_free(x.cw[i]);
+    reads_free(r, &x, total);
 }

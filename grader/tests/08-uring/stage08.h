@@ -111,7 +111,7 @@ void iostack_run(struct iostack *s);
 void iostack_spawn(struct iostack *s, struct future f);
 
 /* ---- raw sockets (the test's side) ------------------------------------------ */
-/* nb_socketpair, raw_connect, raw_send_all, raw_recv_all: raw_sockets.h */
+/* nb_socketpair, raw_connect, raw_send_all, raw_recv_all, pattern_byte, drain_peer: raw_sockets.h */
 /* Sockets open in the process now (/proc/self/fd). Sockets only: the
  * harness's watchdog thread opens descriptors of its own while the test
  * runs (its opendir("/proc/self/task"), every 0.1 s), and one caught open
@@ -120,12 +120,5 @@ void iostack_spawn(struct iostack *s, struct future f);
  * count of every descriptor saw it in 1 run of 10 and 1 of 80. */
 unsigned open_sockets(void);
 
-/* A byte of a seeded pattern. */
-static inline unsigned char pattern_byte(uint64_t seed, size_t i)
-{
-    uint64_t x = seed + i * UINT64_C(0x9E3779B97F4A7C15);
-    x ^= x >> 29;
-    return (unsigned char)(x * UINT64_C(0xBF58476D1CE4E5B9) >> 56);
-}
 
 #endif

@@ -186,35 +186,7 @@ LAB_TEST(tcp, write_all_partial_sends, 15)
 #define DRAIN_TOTAL (4 << 20)
 #define DRAIN_SEED UINT64_C(0x5eed0d1a)
 
-struct drain_peer {
-    int fd;
-    size_t got;
-    size_t bad_at;       /* the first byte out of place, or DRAIN_TOTAL */
-    unsigned char bad, want;
-};
-
-static void *drain_peer_run(void *arg)
-{
-    struct drain_peer *d = arg;
-    unsigned char buf[1000];
-    d->bad_at = DRAIN_TOTAL;
-    while (d->got < DRAIN_TOTAL) {
-        size_t want = DRAIN_TOTAL - d->got < sizeof buf ? DRAIN_TOTAL - d->got : sizeof buf;
-        ssize_t k = recv(d->fd, buf, want, 0);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        for (ssize_t i = 0; i < k && d->bad_at == DRAIN_TOTAL; i++)
-            if (buf[i] != pattern_byte(DRAIN_SEED, d->got + (size_t)i)) {
-                d->bad_at = d->got + (size_t)i;
-                d->bad = buf[i];
-                d->want = pattern_byte(DRAIN_SEED, d->got + (size_t)i);
-            }
-        d->got += (size_t)k;
-    }
-    return NULL;
-}
+/* the reading end: drain_peer (raw_sockets.h) */
 
 struct written {
     ssize_t n;
@@ -267,7 +239,7 @@ LAB_TEST(tcp, write_all_to_a_draining_peer_sends_each_byte_once, 15)
     cr_assert_not_null(out, "out of memory in the test itself");
     for (size_t i = 0; i < DRAIN_TOTAL; i++)
         out[i] = pattern_byte(DRAIN_SEED, i);
-    struct drain_peer d = { .fd = peer };
+    struct drain_peer d = { .fd = peer, .total = DRAIN_TOTAL, .seed = DRAIN_SEED };
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, drain_peer_run, &d), 0, "pthread_create failed");
     struct written w = { 0 };
