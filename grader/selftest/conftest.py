@@ -136,6 +136,7 @@ class CpuPressure:
     def fraction(self):
         end, wall = self._stalled(), time.monotonic() - self.wall
         if end is None or self.start is None:
+            # a rough stand-in: two runnable tasks per core reads as waiting all the time
             return min(1.0, os.getloadavg()[0] / (os.cpu_count() or 1) / 2)
         return min(1.0, (end - self.start) / max(wall, 1e-3))
 

@@ -611,3 +611,50 @@ LAB_TEST(timer_wheel, next_expiration_matches_model, 20)
     rec_log_free(&log);
     timer_wheel_free(w);
 }
+
+/* Few advances, each over many slots of every level below the hours': the
+ * timers due by an advance all fire in it, and in the order of their
+ * rounded deadlines, whichever slot of whichever level held them. They are
+ * inserted in a random order, so no slot's list is in deadline order by
+ * luck. */
+LAB_TEST(timer_wheel, one_advance_fires_in_deadline_order, 10)
+{
+    uint64_t rng = lab_seed();
+    unsigned n = lab_scale(3000, 300);
+    static const uint64_t spans[] = { 64 * MS_NS, 4 * SEC_NS, 262 * SEC_NS, 4 * HOUR_NS };
+    struct timer_wheel *w = new_wheel();
+    struct rec_log log;
+    rec_log_init(&log, n);
+    struct rec_timer *t = calloc(n, sizeof *t);
+    cr_assert_not_null(t, "out of memory in the test itself");
+    for (unsigned i = 0; i < n; i++) {
+        rec_timer_init(&t[i], &log, (int)i, ORIGIN_NS + 1 + lab_rand(&rng) % spans[i % 4]);
+        timer_wheel_insert(w, &t[i].entry, t[i].deadline);
+    }
+    uint64_t now = ORIGIN_NS;
+    size_t from = 0;
+    for (int step = 0; step < 5 && timer_wheel_len(w) > 0; step++) {
+        uint64_t before = now;
+        now += step < 4 ? 1 + lab_rand(&rng) % (2 * HOUR_NS) : 4 * HOUR_NS;
+        rec_advance(w, &log, now);
+        for (size_t k = from + 1; k < log.n; k++) {
+            uint64_t a = tick_up(t[log.ids[k - 1]].deadline), b = tick_up(t[log.ids[k]].deadline);
+            cr_assert_leq(a, b, "one advance, from +%.3f s to +%.3f s, fired %zu timers; the timer due at "
+                          "+%.3f s (rounded to the tick) fired after one due at +%.3f s. Which timers fire in one "
+                          "advance, and in what order (timer_wheel.h contract 3)? Where did each of those two "
+                          "wait, and what did the advance know of each deadline when it fired it?",
+                          (before - ORIGIN_NS) / 1e9, (now - ORIGIN_NS) / 1e9, log.n - from,
+                          (b - ORIGIN_NS) / 1e9, (a - ORIGIN_NS) / 1e9);
+        }
+        for (size_t k = from; k < log.n; k++)
+            cr_assert_geq(now, t[log.ids[k]].deadline, "a timer due at +%.3f s fired in an advance to +%.3f s "
+                          "(timer_wheel.h contract 1)", (t[log.ids[k]].deadline - ORIGIN_NS) / 1e9,
+                          (now - ORIGIN_NS) / 1e9);
+        from = log.n;
+    }
+    cr_assert_eq(log.n, n, "%zu of %u timers fired in advances that passed every deadline (timer_wheel.h "
+                 "contract 2)", log.n, n);
+    free(t);
+    rec_log_free(&log);
+    timer_wheel_free(w);
+}

@@ -2,6 +2,7 @@
  * readiness and its tick, the two wakers, deregistration, the eventfd. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -967,5 +968,48 @@ LAB_TEST(reactor, poll_on_another_thread, 20)
     close(sv[1]);
     waker_drop(&wk);
     notify_waker_release(nw);
+    bare_free(&b);
+}
+
+/* Descriptors epoll refuses: a regular file (EPERM) and a number no
+ * descriptor has (EBADF). reactor_register answers the -errno, and a
+ * thousand refusals leave no registration behind. */
+LAB_TEST(reactor, refused_registration_takes_no_slot, 5)
+{
+    struct bare b;
+    bare_new(&b);
+    int sv[2];
+    nb_socketpair(sv);
+    int file = open("/proc/self/exe", O_RDONLY | O_CLOEXEC); /* this test's own binary: a regular file */
+    cr_assert_geq(file, 0, "opening the test's own binary failed in the test itself: %s", strerror(errno));
+    int gone = dup(file);
+    cr_assert_geq(gone, 0, "dup failed in the test itself: %s", strerror(errno));
+    close(gone); /* a number no descriptor has now: the test opens nothing after this */
+    struct io_reg *first = reg_of(b.r, sv[0]);
+    uint32_t slot = (uint32_t)reactor_test_token(first); /* slab index + 1 (reactor.h) */
+    reactor_deregister(b.r, first); /* its slot: the first to be reused */
+    for (int i = 0; i < 1000; i++) {
+        struct io_reg *reg = NULL;
+        int fd = i % 2 ? gone : file, want = i % 2 ? -EBADF : -EPERM;
+        int e = reactor_register(b.r, fd, &reg);
+        cr_assert_eq(e, want, "reactor_register of %s answered %d (%s); epoll_ctl refuses it with %s, and "
+                     "reactor_register answers -errno (reactor.h: reactor_register)",
+                     i % 2 ? "a closed descriptor number" : "a regular file", e, e < 0 ? strerror(-e) : "no error",
+                     i % 2 ? "EBADF" : "EPERM");
+    }
+    size_t live = reactor_test_stats(b.r).registrations;
+    cr_assert_eq(live, 0, "after 1000 registrations that epoll_ctl refused, the reactor counts %zu live "
+                 "registrations: what became of the slot each one took before epoll answered (reactor.h, "
+                 "contract 1: the slab; reactor_register)?", live);
+    struct io_reg *again = reg_of(b.r, sv[0]);
+    uint32_t slot_again = (uint32_t)reactor_test_token(again);
+    cr_assert_eq(slot_again, slot, "a socket registered, deregistered (its slot freed: the first to be reused), then "
+                 "1000 registrations epoll_ctl refused, then the socket registered again: it got slab index %u, not "
+                 "the freed %u. Where did the refused registrations' slots go (reactor.h, contract 1: the slab; "
+                 "reactor_register)?", slot_again - 1, slot - 1);
+    reactor_deregister(b.r, again);
+    close(sv[0]);
+    close(sv[1]);
+    close(file);
     bare_free(&b);
 }

@@ -177,3 +177,51 @@ LAB_TEST(orphan, ring_free_waits_for_orphans, 10)
         close(sv[i][1]);
     }
 }
+
+/* A send that waits in the kernel for room (the peer reads nothing) is
+ * dropped. The kernel still holds the operation's buffer, to read it when
+ * room comes: the rule of a submitted buffer is not about receives alone. */
+LAB_TEST(orphan, drop_pending_send_is_an_orphan, 10)
+{
+    struct ring *r = ring_or_skip(8, 16);
+    int sv[2];
+    nb_socketpair(sv);
+    int small = 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    static char fill[4096];
+    size_t queued = 0;
+    for (;;) {
+        ssize_t k = send(sv[0], fill, sizeof fill, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (k <= 0)
+            break;
+        queued += (size_t)k;
+    }
+    struct uring_stream *s = uring_stream_new(r, sv[0]);
+    cr_assert_not_null(s, "uring_stream_new failed");
+    static char src[BUF_LEN];
+    memset(src, 'q', sizeof src);
+    struct uring_write wr = uring_write_all(s, src, sizeof src);
+    struct waker w = noop_waker();
+    struct context cx = context_from_waker(&w);
+    ssize_t n = 0;
+    cr_assert_eq(uring_write_poll(&wr, &cx, &n), POLL_PENDING, "a write to a socket with %zu bytes queued and "
+                 "nobody reading was Ready (%zd): Pending until its CQE (ring.h contract 5)", queued, n);
+    driver_park(ring_driver(r), 0); /* submitted: the kernel holds the buffer, waiting for room */
+    if (uring_write_poll(&wr, &cx, &n) == POLL_READY)
+        lab_cannot_judge("the send completed (%zd) although the peer read nothing: this kernel found room for "
+                         "it, so no send waited in flight here", n);
+    uring_write_drop(&wr);
+    struct ring_stats st = ring_test_stats(r);
+    cr_assert_eq(st.orphans, 1, "a write dropped while its send waited in the kernel for room left %u orphans; "
+                 "expected 1. Whose is the operation's buffer until its last CQE, and does the kernel only write "
+                 "into buffers, or read from them too (ring.h contract 1)?", st.orphans);
+    park_until(r, no_orphans, r);
+    st = ring_test_stats(r);
+    cr_assert(st.orphans == 0 && st.ops == 0, "a dropped send was still an orphan (%u orphans, %u operations) after "
+              "2 s of parks: the peer reads nothing, so only what the drop set going can end it (ring.h contract 1)",
+              st.orphans, st.ops);
+    uring_stream_close(s);
+    close(sv[1]);
+    ring_free_checked(r);
+}
