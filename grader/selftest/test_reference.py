@@ -162,7 +162,6 @@ def test_a_time_budget_ends_the_grading_with_every_item_in_results(tmp_path):
     shutil.copytree(ROOT / "solutions", tree)
     pressure = CpuPressure()
     g = grade(tmp_path, tree, stage="3", extra=["BUDGET=4"])
-    assert_quick(g.seconds, 120, "a grading with a 4 s budget", pressure)
     assert results_json.validate(g.results) == []
     s3 = next(s for s in stages() if s.name == "03-executor")
     assert {t["number"] for t in g.results["tests"]} == {i.key for i in s3.items}
@@ -172,3 +171,5 @@ def test_a_time_budget_ends_the_grading_with_every_item_in_results(tmp_path):
         g.output[-2000:]
     assert any("time budget" in t["output"] for t in late), g.output[-2000:]
     assert all(t["status"] == "passed" for t in g.results["tests"] if t not in late)
+    # last: a bound the machine can leave unjudged skips the test, after every check above ran
+    assert_quick(g.seconds, 120, "a grading with a 4 s budget", pressure)
