@@ -688,3 +688,71 @@ LAB_TEST(wake_race, storm_from_two_threads, 20)
     free(st);
     free(jh);
 }
+
+/* ---- an unpark lands before the executor looks again ------------------------------------ */
+
+/* Stage 02's parker, with an unpark that, once it has left the token, waits
+ * (at most 200 ms) until the executor has parked again: the executor wakes,
+ * looks at its queue, and parks before the unparking thread goes on. A wake
+ * from another thread that unparks before its task is on the remote end is
+ * then lost on every run, not only when the executor is that quick. */
+struct slow_unpark {
+    struct driver inner;  /* the parker's driver */
+    atomic_uint parks;    /* park calls begun, by the executor's thread */
+};
+
+static bool slow_unpark_park(void *self, int64_t timeout_ns)
+{
+    struct slow_unpark *d = self;
+    atomic_fetch_add_explicit(&d->parks, 1, memory_order_release); /* pairs with slow_unpark_unpark's acquire */
+    return d->inner.vtable->park(d->inner.self, timeout_ns);
+}
+
+static void slow_unpark_unpark(void *self)
+{
+    struct slow_unpark *d = self;
+    unsigned before = atomic_load_explicit(&d->parks, memory_order_acquire);
+    d->inner.vtable->unpark(d->inner.self);
+    for (int ms = 0; ms < 200 && atomic_load_explicit(&d->parks, memory_order_acquire) == before; ms++)
+        lab_sleep_ms(1);
+}
+
+static uint64_t slow_unpark_now(void *self)
+{
+    struct slow_unpark *d = self;
+    return d->inner.vtable->now(d->inner.self);
+}
+
+static const struct driver_vtable slow_unpark_vtable = {slow_unpark_park, slow_unpark_unpark, slow_unpark_now};
+
+LAB_TEST(wake, queued_before_the_unpark, 10)
+{
+    struct parker *p = parker_new();
+    cr_assert_not_null(p, "parker_new returned NULL");
+    struct slow_unpark d = { .inner = parker_driver(p) };
+    atomic_init(&d.parks, 0);
+    struct executor *ex = executor_new((struct driver){&slow_unpark_vtable, &d});
+    cr_assert_not_null(ex, "executor_new returned NULL");
+    struct probe_stats t;
+    probe_init(&t, step_stash_once, NULL);
+    struct join_handle *jh = spawn_probe(ex, &t, NULL);
+    struct bg_run b;
+    bg_run_start(&b, ex);
+    cr_assert(probe_wait_stashed(&t, RESCUE_MS), "the task was not polled by the running executor");
+    lab_sleep_ms(50); /* let the executor park */
+    struct waker w = probe_take_stash(&t);
+    waker_wake(&w); /* from this thread; the driver's unpark returns once the executor parked again */
+    bool done = bg_run_finish(&b, RESCUE_MS);
+    cr_assert(done, "a wake from another thread: the driver's unpark let the executor wake, look at its queue and "
+              "park again before the waking thread went on, and the executor then stayed parked for %u ms with "
+              "the woken task never polled (%u polls). When the executor wakes, what must it already find, and "
+              "in which order does a wake from another thread do its two steps (executor.h contract 2)?",
+              RESCUE_MS, probe_polls(&t));
+    cr_assert_eq(b.st, EXECUTOR_OK, "a wake from another thread: the executor, woken by the driver before it found "
+                 "the task queued, returned %s; expected the task polled again and run to its end "
+                 "(executor.h contract 2)", executor_status_str(b.st));
+    join_handle_drop(jh);
+    executor_free(ex);
+    probe_destroy(&t);
+    parker_release(p);
+}
