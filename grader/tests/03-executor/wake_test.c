@@ -7,6 +7,7 @@
 
 #include "stage03.h"
 #include "parker.h"
+#include "slow_unpark.h"
 
 LAB_SUITE(wake, 10);
 LAB_SUITE(wake_race, 20);
@@ -691,47 +692,16 @@ LAB_TEST(wake_race, storm_from_two_threads, 20)
 
 /* ---- an unpark lands before the executor looks again ------------------------------------ */
 
-/* Stage 02's parker, with an unpark that, once it has left the token, waits
- * (at most 200 ms) until the executor has parked again: the executor wakes,
- * looks at its queue, and parks before the unparking thread goes on. A wake
- * from another thread that unparks before its task is on the remote end is
- * then lost on every run, not only when the executor is that quick. */
-struct slow_unpark {
-    struct driver inner;  /* the parker's driver */
-    atomic_uint parks;    /* park calls begun, by the executor's thread */
-};
-
-static bool slow_unpark_park(void *self, int64_t timeout_ns)
-{
-    struct slow_unpark *d = self;
-    atomic_fetch_add_explicit(&d->parks, 1, memory_order_release); /* pairs with slow_unpark_unpark's acquire */
-    return d->inner.vtable->park(d->inner.self, timeout_ns);
-}
-
-static void slow_unpark_unpark(void *self)
-{
-    struct slow_unpark *d = self;
-    unsigned before = atomic_load_explicit(&d->parks, memory_order_acquire);
-    d->inner.vtable->unpark(d->inner.self);
-    for (int ms = 0; ms < 200 && atomic_load_explicit(&d->parks, memory_order_acquire) == before; ms++)
-        lab_sleep_ms(1);
-}
-
-static uint64_t slow_unpark_now(void *self)
-{
-    struct slow_unpark *d = self;
-    return d->inner.vtable->now(d->inner.self);
-}
-
-static const struct driver_vtable slow_unpark_vtable = {slow_unpark_park, slow_unpark_unpark, slow_unpark_now};
-
+/* Stage 02's parker behind a driver whose unpark, once it has left the token,
+ * waits (at most 200 ms) until the executor has parked again (slow_unpark.h):
+ * a wake from another thread that unparks before its task is on the remote
+ * end is then lost on every run, not only when the executor is that quick. */
 LAB_TEST(wake, queued_before_the_unpark, 10)
 {
     struct parker *p = parker_new();
     cr_assert_not_null(p, "parker_new returned NULL");
-    struct slow_unpark d = { .inner = parker_driver(p) };
-    atomic_init(&d.parks, 0);
-    struct executor *ex = executor_new((struct driver){&slow_unpark_vtable, &d});
+    struct slow_unpark d;
+    struct executor *ex = executor_new(slow_unpark_driver(&d, parker_driver(p), 200));
     cr_assert_not_null(ex, "executor_new returned NULL");
     struct probe_stats t;
     probe_init(&t, step_stash_once, NULL);

@@ -19,6 +19,11 @@
  * that worker, on a driver whose clock stands still so that no timeout can
  * do it instead (still_clock.h).
  *
+ * A wake from outside is queued before it unparks (runtime.h contract 2):
+ * the only worker, woken by the driver, must find the task at once; an
+ * unpark that returns only after the worker slept again (slow_unpark.h)
+ * strands a task pushed after it.
+ *
  * The notify reads the idle word past a store buffer (the idle protocol,
  * runtime.h contract 2): a spawn inside a task while the other worker is on
  * its way to sleep, the push held in a simulated store buffer, the pusher
@@ -35,6 +40,7 @@
 #include "channel.h"
 #include "coop.h"
 #include "explore.h"
+#include "slow_unpark.h"
 #include "still_clock.h"
 #include "store_buffer.h"
 #include "task.h"
@@ -408,7 +414,7 @@ struct local_push {
     atomic_int ran_on;     /* the worker that first ran a pushed task, -1 until one ran */
     bool ran_in_time;      /* one ran while the pushing task was still in its poll, within 2 s */
     bool ran_late;         /* one ran after the 2 s, before the pushing task's poll ended */
-    unsigned parks_at_push, unparks_before, unparks_at_push, parks_after, unparks_after;
+    unsigned parks_before, parks_at_push, unparks_before, unparks_at_push, parks_after, unparks_after;
 };
 
 static void pushed_runs(struct local_push *lp)
@@ -462,14 +468,17 @@ static enum poll step_local_pusher(void *arg, struct context *cx, unsigned nth)
     lp->idle = still_clock_wait_parked(lp->clock, lp->pusher, RESCUE_MS);
     if (lp->idle < 0)
         return POLL_READY;
-    lp->unparks_before = still_clock_counts(lp->clock).unparks;
+    struct still_counts before = still_clock_counts(lp->clock);
+    lp->parks_before = before.parks;
+    lp->unparks_before = before.unparks;
     if (lp->how == PUSH_SPAWN) {
         join_handle_drop(spawn_step(lp->rt, step_pushed, lp));
     } else {
         slot_wake(&lp->woken[0]);
         slot_wake(&lp->woken[1]);
     }
-    /* A notify unparks the sleeper from this thread, inside the push. */
+    /* A notify unparks the sleeper from this thread, inside the push, and
+     * returns once the sleeper parked again (slow_unpark.h). */
     struct still_counts at_push = still_clock_counts(lp->clock);
     lp->ran_in_time = wait_until(pushed_ran, lp, SCALED_MS(2000));
     struct still_counts after = still_clock_counts(lp->clock);
@@ -493,7 +502,8 @@ static void local_push_wakes(enum local_push_how how)
                                          : "woke two waiting tasks (one to the LIFO slot, one to its own deque)";
     struct still_clock *clock = still_clock_new(UINT64_C(1000000000), 0, ws_current_worker);
     cr_assert_not_null(clock, "out of memory");
-    struct ws_runtime *rt = ws_runtime_new(2, still_clock_driver(clock));
+    struct slow_unpark d; /* an unpark returns once the woken worker parked again: a notify before the push is lost */
+    struct ws_runtime *rt = ws_runtime_new(2, slow_unpark_driver(&d, still_clock_driver(clock), 200));
     cr_assert_not_null(rt, "ws_runtime_new(2, driver) returned NULL");
     struct local_push lp;
     memset(&lp, 0, sizeof lp);
@@ -547,11 +557,12 @@ static void local_push_wakes(enum local_push_how how)
     if (lp.ran_late)
         lab_cannot_judge("task 1's push unparked the sleeping worker %d, which ran what was pushed only after "
                          "2 s: it was held off the CPU (the machine is loaded)", lp.idle);
-    cr_assert(lp.parks_after == lp.parks_at_push,
+    cr_assert(lp.parks_after == lp.parks_before,
               "task 1, on worker %d, %s while worker %d was parked in the driver; the push unparked it, but it "
-              "parked again without running what was pushed (2 s): where does a woken worker look for work, "
-              "and is a task in another worker's deque or LIFO slot among those places (runtime.h contract 2)?",
-              lp.pusher, what, lp.idle);
+              "parked again (%u time(s)) without running what was pushed (2 s): where does a woken worker look "
+              "for work, was the task already in one of those places when the notify woke it, and is a task in "
+              "another worker's deque or LIFO slot among them (runtime.h contract 2)?",
+              lp.pusher, what, lp.idle, lp.parks_after - lp.parks_before);
     lab_cannot_judge("task 1's push unparked the sleeping worker %d, which neither ran what was pushed nor "
                      "parked again in 2 s: it was held off the CPU (the machine is loaded)", lp.idle);
 }
@@ -564,6 +575,65 @@ LAB_TEST(idle_rules, local_push_wakes_an_idle_worker, 10)
 LAB_TEST(idle_rules, local_wake_wakes_an_idle_worker, 10)
 {
     local_push_wakes(PUSH_WAKE);
+}
+
+/* ---- a wake from outside: queued before the sleeper is unparked ---------------------- */
+
+/* Polled once: keeps its waker in the slot and waits; Ready the next time. */
+static enum poll step_stash_then_ready(void *arg, struct context *cx, unsigned nth)
+{
+    if (nth > 1) /* nth counts from 1 */
+        return POLL_READY;
+    slot_store(arg, cx);
+    return POLL_PENDING;
+}
+
+static bool slot_filled(void *arg)
+{
+    struct slot *s = arg;
+    pthread_mutex_lock(&s->lock);
+    bool filled = s->w.vtable != NULL;
+    pthread_mutex_unlock(&s->lock);
+    return filled;
+}
+
+/* One worker, asleep in the driver; a task's waker woken from the test's own
+ * thread. The driver's unpark, once it has left the token, returns only
+ * after the worker has parked again (slow_unpark.h): the worker wakes, looks
+ * at every queue and goes back to sleep before the waking thread goes on. A
+ * wake that unparks before its task is on the injector leaves the task there
+ * with the only worker asleep for good; the driver's clock stands still, so
+ * no timeout looks again (runtime.h contract 2). */
+LAB_TEST(idle_rules, outside_wake_queued_before_the_unpark, 10)
+{
+    struct still_clock *clock = still_clock_new(UINT64_C(1000000000), 0, ws_current_worker);
+    cr_assert_not_null(clock, "out of memory");
+    struct slow_unpark d;
+    struct ws_runtime *rt = ws_runtime_new(1, slow_unpark_driver(&d, still_clock_driver(clock), 200));
+    cr_assert_not_null(rt, "ws_runtime_new(1, driver) returned NULL");
+    struct slot s;
+    slot_init(&s);
+    struct join_handle *jh = spawn_step(rt, step_stash_then_ready, &s);
+    cr_assert(wait_until(slot_filled, &s, RESCUE_MS), "a task spawned from outside (a schedule from outside, like "
+              "the wake this test makes next) was not polled within 3 s by the only worker, on a driver whose "
+              "unpark returns only once the worker has parked again. If the spawn woke it, when the worker looked, "
+              "what must it already have found, and in which order does a schedule from outside do its two steps "
+              "(runtime.h contract 2)?");
+    if (still_clock_wait_parked(clock, -1, RESCUE_MS) < 0)
+        lab_cannot_judge("the only worker did not park in the driver within 3 s of its task's first poll: the "
+                         "machine is too loaded to set up the wake");
+    unsigned parks = still_clock_counts(clock).parks;
+    slot_wake(&s); /* from outside; the driver's unpark returns once the worker parked again */
+    bool done = join_within(jh, SCALED_MS(1000));
+    struct still_counts after = still_clock_counts(clock);
+    ws_runtime_free(rt);
+    slot_destroy(&s);
+    still_clock_free(clock);
+    cr_assert(done, "a wake from outside while the only worker slept in the driver: the driver's unpark let the "
+              "worker wake, look at every queue and park again (%u park(s) after the wake) before the waking "
+              "thread went on, and the woken task then waited 1 s, never polled again. When the worker wakes, "
+              "what must it already find, and in which order does a wake from outside do its two steps "
+              "(runtime.h contract 2)?", after.parks - parks);
 }
 
 /* ---- a notify that reads the idle word while its push is in a store buffer ----------- */
