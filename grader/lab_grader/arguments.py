@@ -135,16 +135,26 @@ def check_test(given, selected, root, hidden=None, graded=True):
     return name
 
 
-def check_test_in_items(test, items, selected):
-    """TEST= with ITEMS=: the test must be one of those items' tests, or
-    nothing would be graded."""
-    if not test or not items:
+def check_tests(given, selected, root, hidden=None):
+    """TEST=suite/name[,suite/name...]: each a test a rubric item of a
+    selected stage runs; the names, joined by commas again."""
+    if not given:
+        return None
+    names = [check_test(t.strip(), selected, root, hidden) for t in str(given).split(",") if t.strip()]
+    return ",".join(dict.fromkeys(names)) or None
+
+
+def check_test_in_items(tests, items, selected):
+    """TEST= with ITEMS=: each test must be one of those items' tests, or
+    it would run in no item graded."""
+    if not tests or not items:
         return
     chosen = [i for s in selected for i in s.items if i.id in items or i.key in items]
-    if not any(plan.pattern_matches(p, test) for i in chosen for p in i.tests):
-        runs_it = [i.id for s in selected for i in s.items if any(plan.pattern_matches(p, test) for p in i.tests)]
-        raise UsageError(f"TEST={test} is not a test of ITEMS={','.join(items)}: "
-                         f"it belongs to {', '.join(runs_it)} (give one of the two, or both that agree)")
+    for test in tests.split(","):
+        if not any(plan.pattern_matches(p, test) for i in chosen for p in i.tests):
+            runs_it = [i.id for s in selected for i in s.items if any(plan.pattern_matches(p, test) for p in i.tests)]
+            raise UsageError(f"TEST={test} is not a test of ITEMS={','.join(items)}: "
+                             f"it belongs to {', '.join(runs_it)} (give one of the two, or both that agree)")
 
 
 # What a test run takes of the grader's environment: nothing that says how it
@@ -207,7 +217,7 @@ class Arguments:
     selected: list        # the stages STAGE= selects
     target: pathlib.Path
     items: list
-    test: str             # suite/name or None
+    test: str             # suite/name, several joined by commas, or None
     seed: str             # digits or None
     budget: float         # seconds, 0 for none
     valgrind_scale: float
@@ -222,11 +232,11 @@ def check_grade(root, *, target, stage="", items="", test="", seed="", budget=""
     every, selected = check_stages(root / "grader" / "rubric", stage, hidden)
     tree = check_target(target, every)
     wanted = check_items([i for i in str(items or "").split(",") if i], selected)
-    one = check_test(test, selected, root, hidden)
-    check_test_in_items(one, wanted, selected)
+    tests = check_tests(test, selected, root, hidden)
+    check_test_in_items(tests, wanted, selected)
     if seed and not str(seed).isdigit():
         raise UsageError(f"SEED={seed}: a seed is a non-negative integer (the report prints the one to replay)")
     b = check_number("BUDGET", budget, float, 0, "a number of seconds (0: no budget)")
     scale = check_number("VG_SCALE", valgrind_scale, float, 0, "a factor such as 0.05 (the Valgrind lane's iterations)")
-    return Arguments(every, selected, tree, wanted, one, seed or None, b or 0.0,
+    return Arguments(every, selected, tree, wanted, tests, seed or None, b or 0.0,
                      0.05 if scale is None else scale, environment)

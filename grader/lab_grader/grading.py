@@ -146,6 +146,9 @@ class Grading:
         color = self.environment.color and sys.stdout.isatty()
         lines = ["", report.text_report(graded, self.results, sandbox.shared(self.environment).describe(), color)]
         if self.options.test:
+            lines += ["", f"TEST={self.options.test}: each item above ran only {'this test' if ',' not in self.options.test else 'these tests'} "
+                      "of its own, so its points say whether that passed; the item's grade needs all of its tests "
+                      "(make grade without TEST=)."]
             lines += self._test_output()
         if self.options.timings:
             lines += ["", "time spent running tests, per stage and lane (lanes overlap; wall time is less than "

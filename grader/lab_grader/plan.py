@@ -54,7 +54,7 @@ class StagePlan:
     tests: list          # every test of the stage's binary (public and hidden)
     public: list         # the tests of the public test sources alone (those a reference binary has)
     items: list          # the items graded (after ITEMS= and TEST=); empty for a stage built only as a dependency
-    item_tests: dict     # item key -> [suite::name], for every item of the stage
+    item_tests: dict     # item key -> [suite::name], for every item of the stage (a graded one's narrowed by TEST=)
     hang_hints: dict     # suite::name -> the first hang hint of an item that runs it
 
     def lane_tests(self, lane):
@@ -94,11 +94,14 @@ def closure(stages, stage):
 
 
 def make(root, all_stages, selected, items=None, test=None, hidden=None, quick=False):
-    """The plan of a grading. Raises rubric.RubricError when a rubric item
+    """The plan of a grading. test (TEST=: suite/name, several joined by
+    commas): only the items that run one of them are graded, and each runs
+    only those of its tests. Raises rubric.RubricError when a rubric item
     names a test that does not exist (a filter that matches nothing would
     pass with zero tests)."""
     stages = {s.name: s for s in all_stages}
     wanted = set(items or ())
+    named = [t.replace("::", "/") for t in test.split(",")] if test else []
     names = []
     for s in selected:
         for n in closure(stages, s) + [s.name]:
@@ -127,8 +130,10 @@ def make(root, all_stages, selected, items=None, test=None, hidden=None, quick=F
             for item in stage.items:
                 if wanted and item.id not in wanted and item.key not in wanted:
                     continue
-                if test and not any(pattern_matches(p, test) for p in item.tests):
+                if named and not any(pattern_matches(p, t) for p in item.tests for t in named):
                     continue
+                if named:   # the item runs the tests named, not the rest of its own
+                    item_tests[item.key] = [t for t in item_tests[item.key] if t.replace("::", "/") in named]
                 graded.append(item)
         order.append(StagePlan(stage, closure(stages, stage), tests, public, graded, item_tests, hints))
     return Plan(stages, order, [s.name for s in selected], unfiltered=not wanted and not test, quick=quick)

@@ -179,6 +179,7 @@ class Mutant:
     catches: list
     bug: str
     expect: list     # texts the report must contain for the caught items
+    tests: list      # the tests of those items that fail on it (grader/authoring/mutant_tests.py), or []
 
 
 def mutants():
@@ -192,8 +193,9 @@ def mutants():
                 k, _, v = line.partition(":")
                 fields.setdefault(k.strip().lower(), []).append(v.strip())
         catches = [c.strip() for v in fields.get("catches", []) for c in v.split(",") if c.strip()]
+        tests = [t.strip() for v in fields.get("tests", []) for t in v.split(",") if t.strip()]
         out.append(Mutant(stage=path.parent.name, name=path.stem, path=path, catches=catches,
-                          bug=" ".join(fields.get("bug", [])), expect=fields.get("expect", [])))
+                          bug=" ".join(fields.get("bug", [])), expect=fields.get("expect", []), tests=tests))
     return out
 
 

@@ -8,6 +8,7 @@ import subprocess
 
 import clauses
 from conftest import MACHINE_REGRADES, MUTANT_ENV, ROOT, apply_mutant, grade_until_judged, mutants, stages
+from lab_grader import plan
 
 MUTANTS = mutants()
 ITEMS = {(s.name, i.id): i for s in stages() for i in s.items}
@@ -25,6 +26,22 @@ def test_mutants_name_real_items():
     assert not bad, f"mutants that name unknown items: {bad}"
     empty = [m.path.name for m in MUTANTS if not m.catches or not m.bug]
     assert not empty, f"mutants without Catches: or Bug: lines: {empty}"
+
+
+def test_mutant_tests_are_tests_of_its_items():
+    """A Tests: line names, for every item the mutant catches, a test that
+    item runs (TEST= grades only the items that run one of them: an item
+    with none would silently not be graded)."""
+    bad = []
+    for m in MUTANTS:
+        if not m.tests:
+            continue
+        for c in m.catches:
+            item = ITEMS[(m.stage, c)]
+            if not any(plan.pattern_matches(p, t) for p in item.tests for t in m.tests):
+                bad.append(f"{m.stage}/{m.name}: none of {m.tests} is a test of {c}")
+    assert not bad, "Tests: lines that leave an item ungraded (grader/authoring/mutant_tests.py --write):\n  " + \
+        "\n  ".join(bad)
 
 
 def test_mutants_apply_exactly():
@@ -66,7 +83,7 @@ def test_mutant_is_caught(m, tmp_path):
     env = dict(MUTANT_ENV, **({"LAB_RACE_RUNS": str(RACE_RUNS)} if race else {}))
     for attempt in range(1 + MACHINE_REGRADES):
         g, unjudged = grade_until_judged(tmp_path, tree, [f"{m.stage}/{c}" for c in m.catches],
-                                         stage=m.stage, items=m.catches, env=env)
+                                         stage=m.stage, items=m.catches, env=env, extra=narrowed(m))
         stalled = [c for c in m.catches if f"{m.stage}/{c}" not in unjudged and stalled_for_the_limit(m, c, g)]
         if not stalled:
             break
@@ -87,6 +104,14 @@ def test_mutant_is_caught(m, tmp_path):
             f"{caught.group(0) if caught else 'no run count in the report'}\n{g.output[-3000:]}")
     for text in m.expect:
         assert text in g.output, f"the report should say '{text}' for mutant {m.name}\n{g.output[-3000:]}"
+
+
+def narrowed(m):
+    """A mutant with a Tests: line is graded on those tests of its items
+    alone (TEST=): each item still has to fail, on a test that fails on
+    this mutant every time, without every other test of the item run
+    beside it (a Valgrind item of 24 tests, a race item three times)."""
+    return [f"TEST={','.join(m.tests)}"] if m.tests else []
 
 
 def stalled_for_the_limit(m, c, g):

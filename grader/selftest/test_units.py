@@ -173,6 +173,29 @@ def test_filter_and_expand():
         plan.expand(["s/zzz"], ["s::a"])
 
 
+def test_test_filter_narrows_each_item_to_the_tests_named():
+    """TEST=a,b grades the items that run a or b, and each runs only those
+    of its own tests (a rerun of one failing test, a mutant graded on the
+    tests that catch it), not the rest of the item."""
+    stages = rubric.load_all(ROOT / "grader" / "rubric")
+    one = [s for s in stages if s.name == "01-signal"]
+    whole = plan.make(ROOT, stages, one).of("01-signal")
+    memory = next(i for i in whole.stage.items if i.id == "valgrind-drop-orders")
+    assert len(whole.item_tests[memory.key]) > 1
+    named = "signal_ownership/untaken_value_future_dropped_first,signal_poll/latest_waker_only"
+    p = plan.make(ROOT, stages, one, test=named).of("01-signal")
+    assert {i.id for i in p.items} >= {"valgrind-drop-orders", "ownership", "latest-waker"}
+    assert "pending-registers" not in {i.id for i in p.items}
+    for i in p.items:
+        assert set(p.item_tests[i.key]) <= {"signal_ownership::untaken_value_future_dropped_first",
+                                            "signal_poll::latest_waker_only"} and p.item_tests[i.key], i.id
+    assert p.item_tests[memory.key] == ["signal_ownership::untaken_value_future_dropped_first"]
+    args = arguments.check_grade(ROOT, target=str(ROOT / "solutions"), stage="1", test=named + ",signal_poll/latest_waker_only")
+    assert args.test == named   # checked one by one, each once
+    with pytest.raises(arguments.UsageError, match="no such test"):
+        arguments.check_grade(ROOT, target=str(ROOT / "solutions"), stage="1", test=named + ",signal_poll/nosuch")
+
+
 # ---- Valgrind logs -----------------------------------------------------------------
 
 VG = """==7== Invalid read of size 4
