@@ -79,11 +79,13 @@ class Grading:
         self.pipeline = None
         self.budget = 0.0          # seconds for the whole grading, 0 for none
         self.environment = arguments.Environment()   # the environment's knobs, read with the options
+        self.tests = None          # TEST= as checked: suite/name, several joined by commas
         o = options
         try:
             args = arguments.check_grade(self.root, target=o.target, stage=o.stage, items=o.items, test=o.test,
                                       seed=o.seed, budget=o.budget, valgrind_scale=o.valgrind_scale, hidden=o.hidden)
             self.budget = args.budget
+            self.tests = args.test
             self.environment = args.environment
             self.pipeline = pipeline.Pipeline(
                 root=self.root, target=args.target, stages=args.stages, selected=args.selected,
@@ -146,7 +148,8 @@ class Grading:
         color = self.environment.color and sys.stdout.isatty()
         lines = ["", report.text_report(graded, self.results, sandbox.shared(self.environment).describe(), color)]
         if self.options.test:
-            lines += ["", f"TEST={self.options.test}: each item above ran only {'this test' if ',' not in self.options.test else 'these tests'} "
+            named = self.tests
+            lines += ["", f"TEST={named}: each item above ran only {'these tests' if ',' in named else 'this test'} "
                       "of its own, so its points say whether that passed; the item's grade needs all of its tests "
                       "(make grade without TEST=)."]
             lines += self._test_output()
