@@ -108,9 +108,9 @@ def test_mutant_is_caught(m, tmp_path):
 
 def narrowed(m):
     """A mutant with a Tests: line is graded on those tests of its items
-    alone (TEST=): each item still has to fail, on a test that fails on
-    this mutant every time, without every other test of the item run
-    beside it (a Valgrind item of 24 tests, a race item three times)."""
+    alone (TEST=): an item under Valgrind or ThreadSanitizer on the test
+    that fails on this mutant, without the 20-odd others of the item each
+    run under the tool; its plain and race items on all their tests."""
     return [f"TEST={','.join(m.tests)}"] if m.tests else []
 
 
