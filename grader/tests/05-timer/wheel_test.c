@@ -12,6 +12,21 @@ static struct timer_wheel *new_wheel(void)
     return w;
 }
 
+/* n timers (their log made here), timer i due at a random time within
+ * spans[i % nspans] after ORIGIN_NS, each inserted; free the array. */
+static struct rec_timer *random_timers(struct timer_wheel *w, struct rec_log *log, unsigned n, uint64_t *rng,
+                                       const uint64_t *spans, unsigned nspans)
+{
+    rec_log_init(log, n);
+    struct rec_timer *t = calloc(n, sizeof *t);
+    cr_assert_not_null(t, "out of memory in the test itself");
+    for (unsigned i = 0; i < n; i++) {
+        rec_timer_init(&t[i], log, (int)i, ORIGIN_NS + 1 + lab_rand(rng) % spans[i % nspans]);
+        timer_wheel_insert(w, &t[i].entry, t[i].deadline);
+    }
+    return t;
+}
+
 LAB_TEST(timer_wheel, empty_wheel, 5)
 {
     struct timer_wheel *w = new_wheel();
@@ -86,15 +101,9 @@ LAB_TEST(timer_wheel, never_early_late_under_one_tick, 20)
     unsigned n = lab_scale(2000, 100);
     struct timer_wheel *w = new_wheel();
     struct rec_log log;
-    rec_log_init(&log, n);
-    struct rec_timer *t = calloc(n, sizeof *t);
-    cr_assert_not_null(t, "out of memory in the test itself");
-    for (unsigned i = 0; i < n; i++) {
-        /* sub-ms offsets, spread over levels 0..2 */
-        uint64_t span = (i % 3 == 0) ? 64 * MS_NS : (i % 3 == 1) ? 4 * SEC_NS : 60 * SEC_NS;
-        rec_timer_init(&t[i], &log, (int)i, ORIGIN_NS + 1 + lab_rand(&rng) % span);
-        timer_wheel_insert(w, &t[i].entry, t[i].deadline);
-    }
+    /* sub-ms offsets, spread over levels 0..2 */
+    static const uint64_t spans[] = { 64 * MS_NS, 4 * SEC_NS, 60 * SEC_NS };
+    struct rec_timer *t = random_timers(w, &log, n, &rng, spans, 3);
     uint64_t prev = ORIGIN_NS, now = ORIGIN_NS;
     size_t seen = 0;
     while (timer_wheel_len(w) > 0) {
@@ -624,13 +633,7 @@ LAB_TEST(timer_wheel, one_advance_fires_in_deadline_order, 10)
     static const uint64_t spans[] = { 64 * MS_NS, 4 * SEC_NS, 262 * SEC_NS, 4 * HOUR_NS };
     struct timer_wheel *w = new_wheel();
     struct rec_log log;
-    rec_log_init(&log, n);
-    struct rec_timer *t = calloc(n, sizeof *t);
-    cr_assert_not_null(t, "out of memory in the test itself");
-    for (unsigned i = 0; i < n; i++) {
-        rec_timer_init(&t[i], &log, (int)i, ORIGIN_NS + 1 + lab_rand(&rng) % spans[i % 4]);
-        timer_wheel_insert(w, &t[i].entry, t[i].deadline);
-    }
+    struct rec_timer *t = random_timers(w, &log, n, &rng, spans, 4);
     uint64_t now = ORIGIN_NS;
     size_t from = 0;
     for (int step = 0; step < 5 && timer_wheel_len(w) > 0; step++) {
