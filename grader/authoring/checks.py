@@ -48,7 +48,7 @@ MEANS = [
      "**The schedule explorer**: the two threads' code runs under a scheduler that tries every "
      "schedule with at most two preemptions at their locks, unlocks and waker calls, on every run, "
      "and prints the schedule that broke the clause"),
-    ("store-buffer", lambda it, code: "store_buffer" in code,
+    ("store-buffer", lambda it, code: "store_buffer" in code or "lab_sb_" in code,
      "**A simulated store buffer**: the owner's store is held back while it reads, as a real CPU "
      "may do, on every run, not once in a million"),
     ("held-locks", lambda it, code: "lab_sync_wake_under_lock" in code,
@@ -69,7 +69,7 @@ MEANS = [
     ("race", lambda it, code: it.lane == "race",
      "**Forced and random interleavings, repeated**: hooks that widen a window, random pauses; "
      "every run must pass, and a failure names its seed (`SEED=`)"),
-    ("counters", lambda it, code: re.search(r"\balloc_(count_start|fail_after)\b|counting_waker|"
+    ("counters", lambda it, code: re.search(r"\balloc_(count_start|fail_after)\b|counting_waker|\.cpu_ns\b|"
                                             r"thread_cpu_ns|process_cpu_ns|poll_counter", code),
      "**Counters**: allocations (and failures injected into them), waker clones, wakes and drops, "
      "polls, CPU time of a waiting thread"),
@@ -87,6 +87,7 @@ def test_texts(stage):
         helpers = dict(re.findall(r"^(?:static )?[\w \*]+?\b(\w+)\([^;{]*\)\s*\{(.*?)^\}", code, flags=re.M | re.S))
         parts = re.split(r"^LAB_TEST\((\w+), (\w+),[^)]*\)", code, flags=re.M)
         for suite, name, body in zip(parts[1::3], parts[2::3], parts[3::3]):
+            body = re.split(r"^\}", body, maxsplit=1, flags=re.M)[0]   # the body only, not what follows it
             called = [helpers[f] for f in set(re.findall(r"\b(\w+)\(", body)) if f in helpers]
             texts[f"{suite}::{name}"] = "\n".join([name, body] + called)
     return texts
