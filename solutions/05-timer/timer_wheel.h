@@ -13,15 +13,12 @@
  *     4     ~4.7 h            ~12.4 days
  *     5     ~12.4 days        ~2.2 years   (2^36 ticks: the wheel's range)
  *
- * A timer goes to the level of the highest 6-bit group in which its deadline
- * differs from the wheel's current time, in the slot that group names. Each
- * level keeps a 64-bit occupied bitmap (bit s set <=> slot s is non-empty),
- * so the next expiration is found with a rotate and a count of trailing
- * zeros per level, never by looking at slots or entries one by one. When
- * time reaches a slot above level 0, its timers are not fired: they are
- * re-inserted relative to the new time, which puts them one or more levels
- * lower (cascading), until they sit in a level-0 slot of their exact tick.
- * docs/05-timer.md draws all of this.
+ * Each level keeps a 64-bit occupied bitmap (bit s set <=> slot s is
+ * non-empty). Which level and slot a timer belongs in, how the bitmaps
+ * answer "when is the next one due?" without a look at slots or entries
+ * one by one, and what becomes of a coarse slot's timers when time reaches
+ * it are the chapter's questions (docs/05-timer.md#the-wheel onward), and
+ * the contract below is what your answers must keep.
  *
  * The contract (docs/05-timer.md#the-contract):
  *  1. Never early: a deadline is rounded up to the next tick boundary, and a
