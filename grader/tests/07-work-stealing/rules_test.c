@@ -588,15 +588,6 @@ static enum poll step_stash_then_ready(void *arg, struct context *cx, unsigned n
     return POLL_PENDING;
 }
 
-static bool slot_filled(void *arg)
-{
-    struct slot *s = arg;
-    pthread_mutex_lock(&s->lock);
-    bool filled = s->w.vtable != NULL;
-    pthread_mutex_unlock(&s->lock);
-    return filled;
-}
-
 /* One worker, asleep in the driver; a task's waker woken from the test's own
  * thread. The driver's unpark, once it has left the token, returns only
  * after the worker has parked again (slow_unpark.h): the worker wakes, looks

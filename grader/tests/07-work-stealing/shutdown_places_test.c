@@ -72,14 +72,6 @@ static enum poll step_fill(void *arg, struct context *cx, unsigned nth)
     return POLL_PENDING;
 }
 
-static bool slot_filled(void *arg)
-{
-    struct slot *s = arg;
-    pthread_mutex_lock(&s->lock);
-    bool full = !waker_is_none(&s->w);
-    pthread_mutex_unlock(&s->lock);
-    return full;
-}
 static bool one_blocked(void *arg) { return atomic_load(&((struct scene *)arg)->blocked) >= 1; }
 static bool two_blocked(void *arg) { return atomic_load(&((struct scene *)arg)->blocked) >= 2; }
 

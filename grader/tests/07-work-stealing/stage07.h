@@ -68,6 +68,7 @@ struct slot {
 void slot_init(struct slot *s);
 void slot_store(struct slot *s, struct context *cx); /* clone_from */
 bool slot_wake(struct slot *s);                      /* wake by ref; false when empty */
+bool slot_filled(void *s);                           /* holds a waker (a wait_until condition) */
 void slot_destroy(struct slot *s);                   /* drops what it holds */
 
 #endif

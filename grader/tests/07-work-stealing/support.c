@@ -146,6 +146,15 @@ void slot_store(struct slot *s, struct context *cx)
     pthread_mutex_unlock(&s->lock);
 }
 
+bool slot_filled(void *arg)
+{
+    struct slot *s = arg;
+    pthread_mutex_lock(&s->lock);
+    bool full = !waker_is_none(&s->w);
+    pthread_mutex_unlock(&s->lock);
+    return full;
+}
+
 bool slot_wake(struct slot *s)
 {
     pthread_mutex_lock(&s->lock);
